@@ -1,0 +1,219 @@
+"""Run one cell: materialise its builds, install them, probe, write cell JSON.
+
+``run_cell`` never raises for a finding: a build that cannot be made, a pair
+that will not install, a probe that crashes or hangs all become a cell JSON
+with ``error`` set (kind, message, log tail). It raises only when the harness
+itself is broken (cannot write its output). The cell JSON is written
+atomically (temp file + rename) and is the canonical artifact every report
+renders from; its schema is ``reports/cell.schema.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from matrix.errors import SkewmatrixError
+from matrix.installed import installed, torch_build
+from matrix.sources import Materialized
+from matrix.spec import REPO_ROOT, Cell, Matrix
+from matrix.tools import run_tool, uv_bin
+
+CELL_SCHEMA = "skewmatrix.cell/1"
+PROBES_DIR = REPO_ROOT / "probes"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def log_tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+class CellRun:
+    """Accumulates one cell's record while its steps run."""
+
+    def __init__(self, cell: Cell, matrix: Matrix, out_dir: Path) -> None:
+        self.cell = cell
+        self.dir = out_dir / "cells" / cell.id
+        self.started = time.perf_counter()
+        self.record: dict[str, Any] = {
+            "schema": CELL_SCHEMA,
+            "cell_id": cell.id,
+            "matrix": str(matrix.path),
+            "started": now(),
+            "host": {"platform": platform.platform(), "machine": platform.machine()},
+            "builds": {
+                role: {"name": b.name, "package": b.package, "source": b.source.KIND, "describe": b.describe(),
+                       "version": b.source.version_hint()}
+                for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo))
+            },
+            "options": dict(cell.options.__dict__),
+            "steps": [],
+            "admissible": None,
+            "installed": [],
+            "torch": None,
+            "probes": None,
+            "error": None,
+        }
+
+    def step(self, name: str, seconds: float, ok: bool, **extra: Any) -> None:
+        self.record["steps"].append({"name": name, "seconds": round(seconds, 3), "ok": ok, **extra})
+
+    def fail(self, kind: str, message: str, tail: str = "") -> None:
+        self.record["error"] = {"kind": kind, "message": message.strip(), "log_tail": tail}
+
+    def finish(self) -> dict[str, Any]:
+        self.record["finished"] = now()
+        self.record["seconds"] = round(time.perf_counter() - self.started, 3)
+        write_json_atomic(self.dir / "cell.json", self.record)
+        return self.record
+
+
+def admissibility(reqs: list[str], python: str, workdir: Path) -> dict[str, Any]:
+    """Would a plain resolve (no overrides) admit this pair? Asks ``uv pip compile``."""
+    req_file = workdir / "pair.in"
+    req_file.write_text("\n".join(reqs) + "\n", encoding="utf-8")
+    res = run_tool([uv_bin(), "pip", "compile", str(req_file), "--python-version", python, "--quiet",
+                    "--no-header", "--output-file", str(workdir / "pair.lock")], timeout=600)
+    method = "uv pip compile (no overrides)"
+    if res.returncode == 0:
+        return {"value": True, "method": method, "message": ""}
+    if res.returncode == 1:
+        return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
+    return {"value": None, "method": method,
+            "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
+
+
+def ensure_env(env_dir: Path, python: str) -> None:
+    if (env_dir / "bin" / "python").exists():
+        return
+    res = run_tool([uv_bin(), "venv", "--quiet", "--python", python, str(env_dir)], timeout=300)
+    if not res.ok:
+        raise SkewmatrixError(f"cannot create a Python {python} env at {env_dir}:\n{res.tail()}")
+
+
+def probes_path(cell_dir: Path) -> Path:
+    """A PYTHONPATH entry that exposes ``probes`` and nothing else of the repo."""
+    pp = cell_dir / "pythonpath"
+    pp.mkdir(parents=True, exist_ok=True)
+    link = pp / "probes"
+    if link.is_symlink() and link.resolve() != PROBES_DIR.resolve():
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(PROBES_DIR, target_is_directory=True)
+    return pp
+
+
+def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool = True,
+             progress: Any = print) -> dict[str, Any]:
+    """Build, install and probe ``cell`` in ``env_dir``; write and return its cell JSON."""
+    run = CellRun(cell, matrix, out_dir)
+    cdir = run.dir
+    if cdir.exists():
+        for stale in ("build", "work"):
+            shutil.rmtree(cdir / stale, ignore_errors=True)
+    (cdir / "build").mkdir(parents=True, exist_ok=True)
+    opts = cell.options
+    say = lambda msg: progress(f"[{cell.id}] {msg}")  # noqa: E731
+
+    # 1. materialise both builds
+    t = time.perf_counter()
+    made: dict[str, Materialized] = {}
+    for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo)):
+        try:
+            made[role] = b.source.materialize(cdir / "build" / role)
+        except SkewmatrixError as exc:
+            run.step("materialize", time.perf_counter() - t, False)
+            run.fail("build", f"build {b.name!r} ({b.describe()}): {exc}")
+            return run.finish()
+        run.record["builds"][role]["digest"] = made[role].digest
+        run.record["builds"][role]["details"] = made[role].details
+    run.step("materialize", time.perf_counter() - t, True)
+    say(f"builds ready: {cell.unsloth.describe()} x {cell.zoo.describe()}")
+
+    # 2. would a plain install admit the pair?
+    t = time.perf_counter()
+    reqs = [made["unsloth"].requirement, made["zoo"].requirement]
+    run.record["admissible"] = admissibility(reqs, opts.python, cdir / "build")
+    run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
+
+    # 3. install with overrides so refused skews still install
+    t = time.perf_counter()
+    if create_env:
+        ensure_env(env_dir, opts.python)
+    overrides = [made["unsloth"].pin, made["zoo"].pin]
+    if opts.torch:
+        overrides.append(f"torch{opts.torch}" if opts.torch[0] in "<>=!~" else f"torch=={opts.torch}")
+    ov = cdir / "build" / "overrides.txt"
+    ov.write_text("\n".join(overrides) + "\n", encoding="utf-8")
+    python = env_dir / "bin" / "python"
+    res = run_tool([uv_bin(), "pip", "install", "--python", str(python), *reqs, "--overrides", str(ov)],
+                   timeout=opts.timeout)
+    (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
+    run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
+    if not res.ok:
+        run.fail("build", f"uv pip install failed (exit {res.returncode}):\n{res.stderr.strip()[-3000:]}",
+                 res.tail())
+        return run.finish()
+    say(f"installed in {time.perf_counter() - t:.1f} s")
+
+    # 4. record the resolved set
+    t = time.perf_counter()
+    run.record["installed"] = installed(env_dir)
+    run.record["torch"] = torch_build(run.record["installed"])
+    for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo)):
+        got = next((d for d in run.record["installed"] if d["name"].lower().replace("_", "-") == b.package), None)
+        run.record["builds"][role]["installed_version"] = got["version"] if got else None
+        if run.record["builds"][role].get("digest") is None and got:
+            run.record["builds"][role]["digest"] = got.get("wheel_sha256") or got.get("tree_sha256")
+    run.step("record", time.perf_counter() - t, True)
+
+    # 5. probes, in a working directory of this cell's own
+    t = time.perf_counter()
+    work = cdir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV"))}
+    env["PYTHONPATH"] = str(probes_path(cdir))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
+            "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
+    say("probing (import unsloth takes ~20 s on CPU)")
+    try:
+        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=opts.timeout * 3,
+                              check=False)
+        rc: int | None = proc.returncode
+        (work / "probes.stdout.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    except subprocess.TimeoutExpired:
+        rc = None
+    ok = rc == 0 and (work / "probes.json").is_file()
+    run.step("probes", time.perf_counter() - t, ok, returncode=rc)
+    if not ok:
+        kind = "timeout" if rc is None else ("crash" if rc < 0 else "probe")
+        run.fail(kind, f"python -m probes {'timed out' if rc is None else f'exited {rc}'}",
+                 log_tail(work / "probes.stdout.log") or log_tail(work / "probes.log"))
+        return run.finish()
+    probes = json.loads((work / "probes.json").read_text(encoding="utf-8"))
+    run.record["probes"] = probes
+    for s in probes.get("steps", []):
+        run.step(f"probe:{s['name']}", s.get("seconds", 0.0), s.get("status") == "ok")
+    say(f"probed in {time.perf_counter() - t:.1f} s")
+    return run.finish()

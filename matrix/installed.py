@@ -1,0 +1,95 @@
+"""What got installed into a cell env: every distribution, version and digest.
+
+Read straight from the env's ``*.dist-info`` folders (no import, no pip):
+name, version, the installer's ``direct_url.json`` (local wheels and
+backports), the wheel tags, and ``tree_sha256`` -- the sha256 of the
+distribution's RECORD, which itself lists the sha256 of every installed
+file, so it is a digest of the installed tree. For the packages under test
+and torch installed from the index, ``wheel_sha256`` is the index's sha256
+of the exact wheel file (matched by the WHEEL tags).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+from packaging.tags import parse_tag
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from matrix.errors import IndexLookupError
+from matrix.index import IndexClient
+
+LOOKUP_WHEELS = {"unsloth", "unsloth-zoo", "torch"}
+
+
+def site_packages(env_dir: Path) -> Path:
+    found = sorted(env_dir.glob("lib/python3*/site-packages"))
+    if not found:
+        found = sorted(env_dir.glob("Lib/site-packages"))
+    if not found:
+        raise FileNotFoundError(f"no site-packages under {env_dir}")
+    return found[0]
+
+
+def read_dist(dist_info: Path) -> dict[str, Any]:
+    meta = Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8", errors="replace"),
+                             headersonly=True)
+    entry: dict[str, Any] = {"name": meta["Name"], "version": meta["Version"]}
+    record = dist_info / "RECORD"
+    entry["tree_sha256"] = hashlib.sha256(record.read_bytes()).hexdigest() if record.is_file() else None
+    wheel = dist_info / "WHEEL"
+    if wheel.is_file():
+        tags = set()
+        for line in wheel.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Tag:"):
+                tags.update(str(t) for t in parse_tag(line.split(":", 1)[1].strip()))
+        entry["tags"] = sorted(tags)
+    direct = dist_info / "direct_url.json"
+    if direct.is_file():
+        try:
+            entry["direct_url"] = json.loads(direct.read_text(encoding="utf-8")).get("url")
+        except ValueError:
+            entry["direct_url"] = "unreadable"
+    marker = dist_info / "SKEWMATRIX_BACKPORT.json"
+    if marker.is_file():
+        entry["backport"] = json.loads(marker.read_text(encoding="utf-8"))
+    return entry
+
+
+def installed(env_dir: Path, index: IndexClient | None = None) -> list[dict[str, Any]]:
+    sp = site_packages(env_dir)
+    dists = [read_dist(d) for d in sorted(sp.glob("*.dist-info")) if (d / "METADATA").is_file()]
+    index = index or IndexClient()
+    for d in dists:
+        if canonicalize_name(d["name"]) in LOOKUP_WHEELS and "direct_url" not in d:
+            d["wheel_sha256"], d["wheel_file"] = _index_sha(index, d)
+    return sorted(dists, key=lambda d: canonicalize_name(d["name"]))
+
+
+def _index_sha(index: IndexClient, dist: dict[str, Any]) -> tuple[str | None, str | None]:
+    try:
+        files = index.files(dist["name"])
+    except IndexLookupError:
+        return None, None
+    want = set(dist.get("tags", []))
+    for f in files:
+        if not f.filename.endswith(".whl"):
+            continue
+        _, ver, _, tags = parse_wheel_filename(f.filename)
+        if str(ver) == dist["version"] and {str(t) for t in tags} == want:
+            return f.sha256, f.filename
+    return None, None
+
+
+def torch_build(dists: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for d in dists:
+        if canonicalize_name(d["name"]) == "torch":
+            local = d["version"].split("+", 1)[1] if "+" in d["version"] else None
+            cuda = next((canonicalize_name(x["name"]) for x in dists
+                         if canonicalize_name(x["name"]).startswith("nvidia-cuda-runtime")), None)
+            return {"version": d["version"], "local": local, "cuda_runtime": cuda}
+    return None

@@ -1,0 +1,110 @@
+"""``source = "backport"``: a base build plus our edits, rebuilt as a wheel.
+
+Keys: ``base`` (required, the name of another build of the same package in
+the matrix file) and ``backport`` (required, a folder under
+``matrix/backports/`` or a path relative to the matrix file holding a
+``backport.toml``; see ``matrix.backport``). The base is materialised to a
+wheel first (a PyPI base is downloaded from the index and its sha256 checked
+against the index), then edited and repacked. The digest is the new wheel's.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from matrix.backport import build_backport, confined, load_manifest
+from matrix.errors import BackportError, BuildError
+from matrix.index import IndexClient, redact
+from matrix.sources.base import BuildSource, Materialized, sha256_file
+from matrix.sources.pypi import PypiSource
+
+BACKPORTS_DIR = Path(__file__).resolve().parent.parent / "backports"
+
+
+def download_wheel(package: str, version: str, dest: Path, index: IndexClient | None = None) -> Path:
+    """Download the pure-Python wheel of ``package==version`` and verify its sha256."""
+    index = index or IndexClient()
+    for f in index.files(package):
+        if not f.filename.endswith(".whl"):
+            continue
+        name, ver, _, tags = parse_wheel_filename(f.filename)
+        if canonicalize_name(name) != canonicalize_name(package) or str(ver) != version:
+            continue
+        if not any(t.abi == "none" and t.platform == "any" for t in tags):
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        target = dest / f.filename
+        if not (target.is_file() and f.sha256 and sha256_file(target) == f.sha256):
+            url = f"{index.url}/{canonicalize_name(package)}/"
+            page = index._page(package)
+            href = next(x["url"] for x in page["files"] if x["filename"] == f.filename)
+            href = urllib.parse.urljoin(url, href)
+            tmp = target.with_suffix(".part")
+            with urllib.request.urlopen(href, timeout=120) as resp, tmp.open("wb") as fh:
+                fh.write(resp.read())
+            tmp.replace(target)
+        if f.sha256 and sha256_file(target) != f.sha256:
+            raise BuildError(f"{package} {version}: downloaded {f.filename} does not match the index's sha256")
+        return target
+    raise BuildError(f"{package} {version}: no pure-Python wheel on the index {redact(index.url)}")
+
+
+@dataclass(frozen=True)
+class BackportSource(BuildSource):
+    KIND: ClassVar[str] = "backport"
+    KEYS: ClassVar[dict[str, type]] = {"base": str, "backport": str}
+    REQUIRED: ClassVar[tuple[str, ...]] = ("base", "backport")
+
+    base: str = ""
+    backport: str = ""
+    # Filled in by the spec loader once every build is known.
+    base_source: BuildSource | None = None
+
+    @property
+    def directory(self) -> Path:
+        local = (self.base_dir / self.backport)
+        if (local / "backport.toml").is_file():
+            return confined(self.base_dir, self.backport, "backport", f"backport {self.backport}")
+        return confined(BACKPORTS_DIR, self.backport, "backport", f"backport {self.backport}")
+
+    def problems(self, where: str) -> list[str]:
+        try:
+            manifest = load_manifest(self.directory)
+        except BackportError as exc:
+            known = sorted(p.name for p in BACKPORTS_DIR.iterdir() if (p / "backport.toml").is_file())
+            return [f"{where}: {exc} (shipped backports: {', '.join(known) or 'none'})"]
+        if canonicalize_name(manifest.package) != canonicalize_name(self.package):
+            return [f"{where}: backport {self.backport!r} patches {manifest.package!r}, "
+                    f"but this build is a {self.package!r} build"]
+        return []
+
+    def describe(self) -> str:
+        base = self.base_source.describe() if self.base_source else self.base
+        return f"backport {self.backport} on {base}"
+
+    def version_hint(self) -> str | None:
+        return self.base_source.version_hint() if self.base_source else None
+
+    def materialize(self, workdir: Path) -> Materialized:
+        if self.base_source is None:
+            raise BuildError(f"backport {self.backport}: base build {self.base!r} was not resolved")
+        if isinstance(self.base_source, PypiSource):
+            base_wheel = download_wheel(self.package, self.base_source.version, workdir / "base")
+            base_digest = sha256_file(base_wheel)
+        else:
+            m = self.base_source.materialize(workdir / "base")
+            base_wheel = Path(m.requirement)
+            base_digest = sha256_file(base_wheel)
+        manifest = load_manifest(self.directory)
+        wheel = build_backport(manifest, base_wheel, base_digest, workdir, self.backport)
+        digest = sha256_file(wheel)
+        details = {"backport": self.backport, "base": self.base, "base_wheel_sha256": base_digest,
+                   "wheel_sha256": digest}
+        return Materialized(requirement=str(wheel), pin=f"{self.package} @ {wheel.as_uri()}", digest=digest,
+                            details=details)

@@ -1,0 +1,385 @@
+"""Matrix files: load, validate, and expand into cells.
+
+A matrix file is TOML (format in the README, "Writing a matrix file")::
+
+    schema = 1
+    [options]                 # cell options, all optional
+    python = "3.11"
+    [[build]]                 # one table per build
+    name = "u2026.10.9"
+    package = "unsloth"       # or "unsloth_zoo"
+    source = "pypi"           # pypi | path | git | backport (matrix.sources)
+    version = "2026.10.9"
+    [pairs]                   # optional: default is the full product
+    exclude = [{ unsloth = "u2026.10.9", zoo = "z2026.9.3" }]
+
+Validation collects every problem before failing (``SpecError``), each
+message naming the file, the table and the key, quoting the bad value and
+suggesting a close match. Every accepted key is declared in this module or in
+a source's ``KEYS``, so an unknown key is always an error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from matrix.errors import IndexLookupError, SpecError
+from matrix.index import IndexClient, nearest_versions
+from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MATRIX = REPO_ROOT / "matrix" / "default.toml"
+MATRIX_ENV = "SKEWMATRIX_MATRIX"
+SCHEMA = 1
+
+PACKAGES = {"unsloth": "unsloth", "unsloth-zoo": "zoo"}
+TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict}
+BUILD_KEYS: dict[str, type] = {"name": str, "package": str, "source": str}
+PAIR_KEYS: dict[str, type] = {"product": bool, "include": list, "exclude": list}
+OPTION_CHOICES: dict[str, tuple[str, ...]] = {
+    "device": ("cpu", "cuda", "auto"),
+    "compile": ("on", "off", "auto"),
+    # allow-cpu: UNSLOTH_ALLOW_CPU=1, unsloth keeps its GPU code path without a device.
+    # cpu-backend: no UNSLOTH_ALLOW_CPU; recent builds select zoo's real CPU backend.
+    "cpu_mode": ("allow-cpu", "cpu-backend"),
+}
+OPTION_KEYS: dict[str, type | tuple[type, ...]] = {
+    "python": str, "device": str, "compile": str, "cpu_mode": str, "timeout": int, "torch": str,
+}
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$")
+TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "an array", dict: "a table"}
+
+
+def suggest(word: str, valid: list[str] | set[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, sorted(valid), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def nox_safe(cell_id: str) -> str:
+    """How nox turns a session id into an env directory name (lowercase, [^\\w\\s-] -> '-')."""
+    return re.sub(r"[^\w\s-]", "-", cell_id.lower())
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    python: str = "3.11"
+    device: str = "cpu"
+    compile: str = "auto"
+    cpu_mode: str = "allow-cpu"
+    timeout: int = 1800
+    torch: str = ""
+
+    def resolved_device(self, cuda_available: bool = False) -> str:
+        if self.device == "auto":
+            return "cuda" if cuda_available else "cpu"
+        return self.device
+
+    def resolved_compile(self, device: str) -> bool:
+        if self.compile == "auto":
+            return device == "cuda"
+        return self.compile == "on"
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str
+    package: str  # canonical distribution name: "unsloth" or "unsloth-zoo"
+    source: BuildSource
+
+    @property
+    def role(self) -> str:
+        return PACKAGES[self.package]
+
+    def describe(self) -> str:
+        return self.source.describe()
+
+
+@dataclass(frozen=True)
+class Cell:
+    unsloth: Build
+    zoo: Build
+    options: CellOptions
+
+    @property
+    def id(self) -> str:
+        return f"{self.unsloth.name}__{self.zoo.name}"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    options: CellOptions
+    builds: dict[str, Build]
+    cells: list[Cell] = field(default_factory=list)
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        valid = [c.id for c in self.cells]
+        raise SpecError(str(self.path), [f"no cell {cell_id!r}{suggest(cell_id, valid)}; cells: {', '.join(valid)}"])
+
+
+def matrix_path_from_env() -> Path:
+    value = os.environ.get(MATRIX_ENV, "").strip()
+    return Path(value) if value else DEFAULT_MATRIX
+
+
+def _type_problem(where: str, key: str, value: Any, want: type | tuple[type, ...]) -> str | None:
+    wants = want if isinstance(want, tuple) else (want,)
+    # bool is an int subclass in Python but not in TOML: keep them apart.
+    if isinstance(value, bool) and bool not in wants:
+        ok = False
+    else:
+        ok = isinstance(value, wants)
+    if ok:
+        return None
+    names = " or ".join(TYPE_NAMES.get(w, w.__name__) for w in wants)
+    return f"{where}: {key!r} must be {names}, got {type(value).__name__} {value!r:.60}"
+
+
+def _check_keys(where: str, table: dict[str, Any], valid: dict[str, Any]) -> list[str]:
+    problems = []
+    for key, value in table.items():
+        if key not in valid:
+            problems.append(f"{where}: unknown key {key!r}{suggest(key, valid)}; valid keys: {', '.join(valid)}")
+            continue
+        p = _type_problem(where, key, value, valid[key])
+        if p:
+            problems.append(p)
+    return problems
+
+
+def parse_options(where: str, table: dict[str, Any], base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
+    problems = _check_keys(where, table, OPTION_KEYS)
+    values = dict(base.__dict__) if base else {}
+    for key, value in table.items():
+        if key not in OPTION_KEYS or _type_problem(where, key, value, OPTION_KEYS[key]):
+            continue
+        if key in OPTION_CHOICES and value not in OPTION_CHOICES[key]:
+            choices = OPTION_CHOICES[key]
+            problems.append(f"{where}: {key} = {value!r} is not one of {', '.join(choices)}{suggest(value, choices)}")
+            continue
+        if key == "timeout" and not 1 <= value <= 86400:
+            problems.append(f"{where}: timeout = {value} must be between 1 and 86400 seconds")
+            continue
+        if key == "python" and not re.fullmatch(r"3\.\d{1,2}", value):
+            problems.append(f"{where}: python = {value!r} must look like '3.11'")
+            continue
+        values[key] = value
+    return CellOptions(**values), problems
+
+
+def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tuple[str, str, str, dict] | None:
+    where = f"[[build]] #{i}"
+    if not isinstance(table, dict):
+        problems.append(f"{where}: must be a table, got {type(table).__name__}")
+        return None
+    name = table.get("name")
+    if isinstance(name, str):
+        where = f"[[build]] #{i} {name!r}"
+    kind = table.get("source")
+    src_cls = SOURCE_KINDS.get(kind) if isinstance(kind, str) else None
+    allowed: dict[str, Any] = {**BUILD_KEYS, **(src_cls.KEYS if src_cls else {})}
+    if src_cls is None:
+        # Unknown kind: only judge the common keys, the rest depends on the kind.
+        allowed.update({k: object for k in table if k not in BUILD_KEYS})
+    problems += _check_keys(where, table, allowed)
+    for key in BUILD_KEYS:
+        if key not in table:
+            problems.append(f"{where}: missing required key {key!r}")
+    if isinstance(name, str) and not NAME_RE.fullmatch(name):
+        problems.append(f"{where}: name {name!r} must be 1-48 characters of letters, digits, '.', '_', '-', "
+                        "starting with a letter or digit")
+    package = table.get("package")
+    if isinstance(package, str) and canonicalize_name(package) not in PACKAGES:
+        problems.append(f"{where}: package {package!r} is not one of unsloth, unsloth_zoo"
+                        f"{suggest(package, ['unsloth', 'unsloth_zoo'])}")
+    if isinstance(kind, str) and src_cls is None:
+        problems.append(f"{where}: unknown source kind {kind!r}{suggest(kind, SOURCE_KINDS)}; "
+                        f"valid kinds: {', '.join(SOURCE_KINDS)}")
+    if src_cls is not None:
+        for key in src_cls.REQUIRED:
+            if key not in table:
+                problems.append(f"{where}: source {kind!r} needs key {key!r}")
+    if not (isinstance(name, str) and isinstance(package, str) and src_cls):
+        return None
+    return name, canonicalize_name(package), kind, table
+
+
+def load(path: Path | str | None = None, *, index: IndexClient | None = None, check_index: bool = True) -> Matrix:
+    """Load and validate a matrix file; raise ``SpecError`` listing every problem.
+
+    ``check_index`` asks the index whether each PyPI version exists (one
+    request per package); pass ``False`` to validate offline.
+    """
+    path = Path(path) if path else matrix_path_from_env()
+    label = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        found = sorted(p.name for p in (REPO_ROOT / "matrix").glob("*.toml"))
+        raise SpecError(label, [f"file not found; matrix files shipped in matrix/: {', '.join(found)}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(label, [f"cannot read the file: {exc}"]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(label, [f"TOML syntax error: {exc}"]) from None
+    return from_dict(data, path, index=index, check_index=check_index)
+
+
+def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = None,
+              check_index: bool = True) -> Matrix:
+    problems = _check_keys("top level", data, TOP_KEYS)
+    schema = data.get("schema", SCHEMA)
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema != SCHEMA:
+        problems.append(f"top level: schema = {schema} is not supported (this skewmatrix reads schema {SCHEMA})")
+    opts_table = data.get("options", {})
+    options, opt_problems = parse_options("[options]", opts_table if isinstance(opts_table, dict) else {})
+    problems += opt_problems
+    base_dir = path.resolve().parent
+
+    raw_builds = data.get("build", [])
+    if not isinstance(raw_builds, list):
+        raw_builds = []
+    if not raw_builds:
+        problems.append("no [[build]] tables: a matrix needs at least one unsloth and one unsloth_zoo build")
+    parsed: dict[str, tuple[str, str, dict]] = {}
+    first_seen: dict[str, int] = {}
+    for i, table in enumerate(raw_builds, 1):
+        got = _parse_build(i, table, base_dir, problems)
+        if got is None:
+            continue
+        name, package, kind, tbl = got
+        if name in parsed:
+            problems.append(f"[[build]] #{i}: duplicate build name {name!r} (first used by [[build]] #{first_seen[name]})")
+            continue
+        parsed[name] = (package, kind, tbl)
+        first_seen[name] = i
+
+    builds: dict[str, Build] = {}
+    for name, (package, kind, tbl) in parsed.items():
+        src = SOURCE_KINDS[kind].from_table(package, tbl, base_dir)
+        builds[name] = Build(name, package, src)
+    # Link backports to their base, then run each source's own checks.
+    for name, b in list(builds.items()):
+        src = b.source
+        where = f"[[build]] #{first_seen[name]} {name!r}"
+        if isinstance(src, BackportSource):
+            base = builds.get(src.base)
+            if base is None:
+                problems.append(f"{where}: base {src.base!r} is not a build in this file{suggest(src.base, builds)}")
+                continue
+            if base.package != b.package:
+                problems.append(f"{where}: base {src.base!r} is a {base.package} build, not {b.package}")
+                continue
+            if isinstance(base.source, BackportSource):
+                problems.append(f"{where}: base {src.base!r} is itself a backport; stack edits in one backport")
+                continue
+            src = BackportSource(package=src.package, base_dir=src.base_dir, base=src.base,
+                                 backport=src.backport, base_source=base.source)
+            builds[name] = Build(name, b.package, src)
+        problems += src.problems(where)
+
+    if check_index and not problems:
+        problems += _check_index(builds, first_seen, index or IndexClient())
+
+    by_role: dict[str, list[Build]] = {"unsloth": [], "zoo": []}
+    for b in builds.values():
+        by_role[b.role].append(b)
+    if parsed and not problems:
+        for role, pkg in (("unsloth", "unsloth"), ("zoo", "unsloth_zoo")):
+            if not by_role[role]:
+                problems.append(f"no {pkg} build: a matrix needs at least one of each package")
+
+    pairs = data.get("pairs", {})
+    cells: list[Cell] = []
+    if isinstance(pairs, dict):
+        problems += _check_keys("[pairs]", pairs, PAIR_KEYS)
+        cells = _expand(pairs, builds, by_role, options, problems)
+
+    seen: dict[str, str] = {}
+    for c in cells:
+        key = nox_safe(c.id)
+        if key in seen and seen[key] != c.id:
+            problems.append(f"cells {seen[key]!r} and {c.id!r} collide once nox maps ids to directory names "
+                            f"({key!r}); rename one of the builds")
+        seen[key] = c.id
+    if problems:
+        raise SpecError(str(path), problems)
+    return Matrix(path=path, options=options, builds=builds, cells=cells)
+
+
+def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:
+    if not isinstance(entry, dict) or set(entry) - {"unsloth", "zoo", "options"} or not {"unsloth", "zoo"} <= set(entry):
+        problems.append(f"{where}: each entry must be {{ unsloth = NAME, zoo = NAME }}, got {entry!r:.80}")
+        return None
+    out = []
+    for role in ("unsloth", "zoo"):
+        name = entry[role]
+        b = builds.get(name) if isinstance(name, str) else None
+        if b is None:
+            problems.append(f"{where}: {role} = {name!r} is not a build in this file{suggest(str(name), builds)}")
+            return None
+        if b.role != role:
+            problems.append(f"{where}: {role} = {name!r} is a {b.package} build")
+            return None
+        out.append(b)
+    return out[0], out[1]
+
+
+def _expand(pairs: dict[str, Any], builds: dict[str, Build], by_role: dict[str, list[Build]],
+            options: CellOptions, problems: list[str]) -> list[Cell]:
+    product = pairs.get("product", True)
+    chosen: list[tuple[Build, Build, CellOptions]] = []
+    if product is True:
+        chosen = [(u, z, options) for u in by_role["unsloth"] for z in by_role["zoo"]]
+    for i, entry in enumerate(pairs.get("include", []) if isinstance(pairs.get("include"), list) else [], 1):
+        ref = _pair_ref(f"[pairs] include #{i}", entry, builds, problems)
+        if ref:
+            opts, p = parse_options(f"[pairs] include #{i} options", entry.get("options", {}), options)
+            problems += p
+            chosen = [c for c in chosen if (c[0], c[1]) != ref] + [(ref[0], ref[1], opts)]
+    excluded = set()
+    for i, entry in enumerate(pairs.get("exclude", []) if isinstance(pairs.get("exclude"), list) else [], 1):
+        ref = _pair_ref(f"[pairs] exclude #{i}", entry, builds, problems)
+        if ref:
+            excluded.add((ref[0].name, ref[1].name))
+    cells = [Cell(u, z, o) for u, z, o in chosen if (u.name, z.name) not in excluded]
+    if builds and not cells and not problems:
+        problems.append("[pairs]: the selection is empty (product = false and no include, or all excluded)")
+    return cells
+
+
+def _check_index(builds: dict[str, Build], first_seen: dict[str, int], index: IndexClient) -> list[str]:
+    problems = []
+    for name, b in builds.items():
+        if not isinstance(b.source, PypiSource):
+            continue
+        where = f"[[build]] #{first_seen[name]} {name!r}"
+        try:
+            available = index.versions(b.package)
+        except IndexLookupError as exc:
+            problems.append(f"{where}: cannot check version {b.source.version!r}: {exc}")
+            continue
+        wanted = Version(b.source.version)
+        if wanted not in available:
+            near = ", ".join(str(v) for v in nearest_versions(wanted, available))
+            problems.append(f"{where}: {b.package} {b.source.version} does not exist on the index; "
+                            f"nearest releases: {near or 'none'}")
+    return problems

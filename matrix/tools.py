@@ -1,0 +1,62 @@
+"""Locating and running the external tools the harness drives (uv, git).
+
+``uv_bin()`` prefers the ``uv`` Python package that skewmatrix depends on,
+then ``uv`` on PATH. ``run_tool`` runs a command, captures its output, and
+returns it; callers decide what a non-zero exit means (uv: 1 = no
+resolution, 2 = network or usage error).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from matrix.errors import SkewmatrixError
+
+
+@functools.cache
+def uv_bin() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return os.fsdecode(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise SkewmatrixError("uv: not found. Install it with `pip install uv` (skewmatrix depends on it).")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self, n: int = 30) -> str:
+        text = (self.stdout + "\n" + self.stderr).strip()
+        return "\n".join(text.splitlines()[-n:])
+
+
+def run_tool(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+             timeout: float | None = None) -> ToolResult:
+    full_env = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return ToolResult(argv, 124, out, err + f"\n{argv[0]}: timed out after {timeout} s")
+    except FileNotFoundError as exc:
+        return ToolResult(argv, 127, "", f"{argv[0]}: not found ({exc})")
+    return ToolResult(argv, proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,102 @@
+"""The guard-presence probe: after ``import unsloth``, who owns the forward?
+
+Run as ``python -m probes.guard --out FILE``. Black-box, so a guard written
+by anyone is recognised: after ``import unsloth`` it checks whether
+``UnslothFusedLoss.forward`` is still zoo's own function (its code object
+lives in zoo's module file at the ``def`` the source has), and runs an
+all-masked batch through the public entry points (``public``:
+``unsloth_zoo.loss_utils.unsloth_fused_ce_loss``; ``adapter``:
+``forward_adapter.unsloth_fused_lm_head_loss``; and ``function``, the
+autograd Function itself), recording the loss, each gradient and which
+autograd node produced the loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from probes import kernel
+from probes.common import dist_version, error_text, main_guarded
+
+
+def forward_identity(cls: Any, module: Any) -> dict[str, Any]:
+    """Describe ``cls.forward`` and decide whether it is zoo's original function."""
+    raw = cls.__dict__.get("forward")
+    fn = getattr(raw, "__func__", raw)
+    code = getattr(fn, "__code__", None)
+    info: dict[str, Any] = {
+        "type": type(raw).__name__,
+        "qualname": getattr(fn, "__qualname__", None),
+        "module": getattr(fn, "__module__", None),
+        "file": code.co_filename if code else None,
+        "line": code.co_firstlineno if code else None,
+    }
+    module_file = getattr(module, "__file__", None)
+    def_lines: set[int] = set()
+    if module_file and Path(module_file).is_file():
+        tree = ast.parse(Path(module_file).read_text(encoding="utf-8", errors="replace"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == kernel.FUNCTION_NAME:
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "forward":
+                        def_lines.add(item.lineno)
+                        def_lines.update(d.lineno for d in item.decorator_list)
+    same_file = bool(code and module_file and os.path.realpath(code.co_filename) == os.path.realpath(module_file))
+    info["original"] = bool(same_file and code and code.co_name == "forward" and code.co_firstlineno in def_lines)
+    return info
+
+
+def run(device: str, torch_compile: bool) -> dict[str, Any]:
+    import torch
+
+    result: dict[str, Any] = {"device": device, "torch_compile": torch_compile,
+                              "cpu_mode": "allow-cpu" if os.environ.get("UNSLOTH_ALLOW_CPU") == "1" else "cpu-backend",
+                              "torch_version": torch.__version__, "cuda": torch.version.cuda}
+    start = time.perf_counter()
+    import unsloth  # noqa: F401 -- the import under test
+
+    result["import_unsloth_s"] = round(time.perf_counter() - start, 3)
+    result["unsloth_version"] = dist_version("unsloth")
+    result["zoo_version"] = dist_version("unsloth_zoo")
+    try:
+        module = importlib.import_module(kernel.CE_MODULE)
+    except ModuleNotFoundError:
+        result.update(kernel="absent", reason=f"no module {kernel.CE_MODULE}")
+        return result
+    cls = getattr(module, kernel.FUNCTION_NAME, None)
+    if cls is None:
+        result.update(kernel="absent", reason=f"{kernel.CE_MODULE} has no {kernel.FUNCTION_NAME}")
+        return result
+    result["kernel"] = "present"
+    result["forward"] = forward_identity(cls, module)
+    routes: dict[str, Any] = {}
+    for route in kernel.ROUTES:
+        batch = kernel.make_batch("all_masked", device=device)
+        try:
+            routes[route] = kernel.outcome(kernel.call(batch, route, torch_compile=torch_compile), batch)
+        except Exception as exc:  # a route that fails is evidence, not a probe crash
+            routes[route] = {"error": error_text(exc, limit=3)}
+    result["routes"] = routes
+    public = routes.get("public", {})
+    result["all_masked_finite"] = bool(public.get("loss_finite")) and bool(public.get("grads_finite"))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m probes.guard")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--compile", choices=("on", "off"), default="off")
+    args = ap.parse_args(argv)
+    return main_guarded(lambda: run(args.device, args.compile == "on"), args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
