@@ -1,0 +1,70 @@
+"""nox sessions for skewmatrix -- thin: each calls into ``matrix.pipeline``.
+
+  nox -s matrix          every cell of the selected matrix, then the report
+  nox -s "cell(ID)"      one cell (ids: ``nox --list``)
+  nox -s report          classify and render what the cells left in reports/out/
+  nox -s tests           the harness's own test suite (unit + integration)
+  nox -s lint            ruff
+
+The matrix file is chosen with SKEWMATRIX_MATRIX (default matrix/default.toml);
+the output directory with SKEWMATRIX_OUT (default reports/out/).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from matrix import pipeline  # noqa: E402
+from matrix.errors import SkewmatrixError  # noqa: E402
+
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["matrix"]
+nox.options.error_on_missing_interpreters = True
+
+CELLS = pipeline.cell_ids_or_exit()
+PYTHON = pipeline.load_matrix().options.python
+
+
+def _guarded(session: nox.Session, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except SkewmatrixError as exc:
+        session.error(str(exc))
+
+
+@nox.session(python=PYTHON, venv_backend="uv")
+@nox.parametrize("cell", [nox.param(c, id=c) for c in CELLS])
+def cell(session: nox.Session, cell: str) -> None:
+    """Build one cell's env, install its pair (overrides), probe, write cell JSON."""
+    env_dir = Path(session.virtualenv.location)
+    _guarded(session, pipeline.run_one, cell, env_dir, log=session.log)
+
+
+@nox.session(python=False, requires=["cell"])
+def matrix(session: nox.Session) -> None:
+    """Run every cell (as dependencies), then classify and report."""
+    _guarded(session, pipeline.report, log=print)
+
+
+@nox.session(python=False)
+def report(session: nox.Session) -> None:
+    """Classify and render the cell results already in the output directory."""
+    _guarded(session, pipeline.report, log=print)
+
+
+@nox.session(python=PYTHON, venv_backend="uv")
+def tests(session: nox.Session) -> None:
+    """The harness's own tests. Pass pytest arguments after `--`."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *(session.posargs or ["-n", "2"]))
+
+
+@nox.session(python=PYTHON, venv_backend="uv")
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
