@@ -19,8 +19,8 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from matrix import pipeline  # noqa: E402
-from matrix.errors import SkewmatrixError  # noqa: E402
+from matrix import pipeline
+from matrix.errors import SkewmatrixError
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["matrix"]

@@ -103,6 +103,6 @@ def nearest_versions(wanted: Version, available: list[Version], n: int = 5) -> l
     def distance(v: Version) -> tuple[int, ...]:
         a = (*wanted.release, 0, 0, 0)[:4]
         b = (*v.release, 0, 0, 0)[:4]
-        return tuple(abs(x - y) for x, y in zip(a, b))
+        return tuple(abs(x - y) for x, y in zip(a, b, strict=True))
 
     return sorted(sorted(available, key=distance)[:n])

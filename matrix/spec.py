@@ -65,7 +65,7 @@ TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "an a
 
 
 def suggest(word: str, valid: list[str] | set[str] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, sorted(valid), n=1)
+    close = difflib.get_close_matches(word, sorted(valid), n=1, cutoff=0.5)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -142,10 +142,7 @@ def matrix_path_from_env() -> Path:
 def _type_problem(where: str, key: str, value: Any, want: type | tuple[type, ...]) -> str | None:
     wants = want if isinstance(want, tuple) else (want,)
     # bool is an int subclass in Python but not in TOML: keep them apart.
-    if isinstance(value, bool) and bool not in wants:
-        ok = False
-    else:
-        ok = isinstance(value, wants)
+    ok = isinstance(value, wants) and not (isinstance(value, bool) and bool not in wants)
     if ok:
         return None
     names = " or ".join(TYPE_NAMES.get(w, w.__name__) for w in wants)
@@ -218,6 +215,8 @@ def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tup
                 problems.append(f"{where}: source {kind!r} needs key {key!r}")
     if not (isinstance(name, str) and isinstance(package, str) and src_cls):
         return None
+    if canonicalize_name(package) not in PACKAGES:
+        return None
     return name, canonicalize_name(package), kind, table
 
 
@@ -267,7 +266,8 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
             continue
         name, package, kind, tbl = got
         if name in parsed:
-            problems.append(f"[[build]] #{i}: duplicate build name {name!r} (first used by [[build]] #{first_seen[name]})")
+            problems.append(f"[[build]] #{i}: duplicate build name {name!r} "
+                            f"(first used by [[build]] #{first_seen[name]})")
             continue
         parsed[name] = (package, kind, tbl)
         first_seen[name] = i
@@ -283,7 +283,8 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
         if isinstance(src, BackportSource):
             base = builds.get(src.base)
             if base is None:
-                problems.append(f"{where}: base {src.base!r} is not a build in this file{suggest(src.base, builds)}")
+                problems.append(f"{where}: base {src.base!r} is not a build in this file{suggest(src.base, builds)}; "
+                                f"builds: {', '.join(builds)}")
                 continue
             if base.package != b.package:
                 problems.append(f"{where}: base {src.base!r} is a {base.package} build, not {b.package}")
@@ -326,7 +327,8 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
 
 
 def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:
-    if not isinstance(entry, dict) or set(entry) - {"unsloth", "zoo", "options"} or not {"unsloth", "zoo"} <= set(entry):
+    keys = set(entry) if isinstance(entry, dict) else set()
+    if not isinstance(entry, dict) or keys - {"unsloth", "zoo", "options"} or not {"unsloth", "zoo"} <= keys:
         problems.append(f"{where}: each entry must be {{ unsloth = NAME, zoo = NAME }}, got {entry!r:.80}")
         return None
     out = []
@@ -334,7 +336,8 @@ def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[s
         name = entry[role]
         b = builds.get(name) if isinstance(name, str) else None
         if b is None:
-            problems.append(f"{where}: {role} = {name!r} is not a build in this file{suggest(str(name), builds)}")
+            problems.append(f"{where}: {role} = {name!r} is not a build in this file{suggest(str(name), builds)}; "
+                            f"builds: {', '.join(builds)}")
             return None
         if b.role != role:
             problems.append(f"{where}: {role} = {name!r} is a {b.package} build")

@@ -143,7 +143,8 @@ def analyze_source(text: str, file: str | None = None) -> StaticVerdict:
                 return StaticVerdict("fixed", f"line {a.lineno}: the divisor passes through {_call_name(n)}(), "
                                      "which guards zero", file, line, a.lineno)
     for node in ast.walk(fwd):
-        if isinstance(node, ast.If) and _guards_expr(node.test) and _mentions(node.test, {DIVISOR, "labels", "n_items"}):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and _guards_expr(test) and _mentions(test, {DIVISOR, "labels", "n_items"}):
             body = ast.Module(body=node.body, type_ignores=[])
             if _assigns(body, DIVISOR) or any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(body)):
                 return StaticVerdict("fixed", f"line {node.lineno}: a zero divisor or empty label set is handled "

@@ -72,7 +72,9 @@ class MarkdownRenderer(Renderer):
         adm = e.get("admissible") or {}
         if adm:
             value = {True: "yes", False: "no (installed with overrides)", None: "unknown"}[adm.get("value")]
-            msg = f": {_esc(adm['message'].splitlines()[-1])}" if adm.get("message") and adm.get("value") is False else ""
+            msg = ""
+            if adm.get("message") and adm.get("value") is False:
+                msg = f": {_esc(adm['message'].strip().splitlines()[-1].strip())}"
             out.append(f"- plain install admits the pair: {value} [{adm.get('method')}]{msg}")
         beh = c["behavior"]
         if beh["label"]:

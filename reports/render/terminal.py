@@ -48,9 +48,9 @@ class TerminalRenderer(Renderer):
         w0 = max([len("unsloth \\ zoo"), *(len(u) for u in rows)])
         widths = [max([len(z), *(len(labels[u, z][1]) for u in rows)]) for z in zoos]
         out = [f"skewmatrix: {report['matrix']} ({len(report['cells'])} cells)", ""]
-        out.append("  ".join(["unsloth \\ zoo".ljust(w0), *(z.ljust(w) for z, w in zip(zoos, widths))]))
+        out.append("  ".join(["unsloth \\ zoo".ljust(w0), *(z.ljust(w) for z, w in zip(zoos, widths, strict=True))]))
         for u in rows:
-            cells = [paint(labels[u, z][0], labels[u, z][1].ljust(w)) for z, w in zip(zoos, widths)]
+            cells = [paint(labels[u, z][0], labels[u, z][1].ljust(w)) for z, w in zip(zoos, widths, strict=True)]
             out.append("  ".join([u.ljust(w0), *cells]))
         out.append("")
         for e in report["cells"]:

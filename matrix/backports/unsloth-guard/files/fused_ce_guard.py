@@ -103,7 +103,7 @@ def _probe(module: Any, forward: Any) -> bool:
     weight = torch.linspace(-0.5, 0.5, 12).reshape(3, 4)
     labels = torch.full((1, 2), _DEFAULT_IGNORE, dtype=torch.long)
     given = {
-        "loss_function": getattr(module, "compute_fused_ce_loss"),
+        "loss_function": module.compute_fused_ce_loss,
         "hidden_states": hidden,
         "lm_head_weight": weight,
         "lm_head_bias": None,
@@ -151,7 +151,18 @@ def zoo_needs_guard() -> bool:
     return verdict
 
 
-def _nothing_to_learn(names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs: dict) -> bool:
+def _bind(names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Name every argument of a forward call the way zoo's signature would."""
+    values = dict(kwargs)
+    for i, name in enumerate(names):
+        if i < len(args):
+            values[name] = args[i]
+        elif name not in values:
+            values[name] = defaults[i]
+    return values
+
+
+def _nothing_to_learn(values: dict[str, Any]) -> bool:
     """True only when zoo's forward would divide by a zero count: no n_items and no label left.
 
     Mirrors zoo's own label handling: the causal shift drops position 0 and
@@ -162,9 +173,6 @@ def _nothing_to_learn(names: tuple[str, ...], defaults: tuple[Any, ...], args: t
     """
     import torch
 
-    values = dict(zip(names, defaults))
-    values.update(zip(names, args))
-    values.update(kwargs)
     if values.get("n_items") is not None:
         return False
     labels = values.get("labels")
@@ -184,13 +192,10 @@ def _nothing_to_learn(names: tuple[str, ...], defaults: tuple[Any, ...], args: t
     return not bool(keep.any())
 
 
-def _zero_answer(ctx: Any, names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs: dict) -> Any:
+def _zero_answer(ctx: Any, values: dict[str, Any]) -> Any:
     """Loss 0.0 and zero gradients, saved where zoo's backward reads them (ctx.saved_tensors, ctx.scaling)."""
     import torch
 
-    values = dict(zip(names, defaults))
-    values.update(zip(names, args))
-    values.update(kwargs)
     hidden = values["hidden_states"]
     weight = values["lm_head_weight"]
     bias = values.get("lm_head_bias")
@@ -218,12 +223,13 @@ def _make_wrapper(original_entry: Any) -> Any:
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         try:
-            empty = _nothing_to_learn(names[1:], defaults[1:], args[1:], kwargs)
+            values = _bind(names[1:], defaults[1:], args[1:], kwargs)
+            empty = _nothing_to_learn(values)
         except Exception:
             empty = False
         if not empty:
             return original(*args, **kwargs)
-        return _zero_answer(args[0], names[1:], defaults[1:], args[1:], kwargs)
+        return _zero_answer(args[0], values)
 
     for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
         setattr(forward, attr, getattr(original, attr, None))
