@@ -3,11 +3,13 @@
   nox -s matrix          every cell of the selected matrix, then the report
   nox -s "cell(ID)"      one cell (ids: ``nox --list``)
   nox -s report          classify and render what the cells left in reports/out/
+  nox -s report -- D...  merge the cell results of shard directories D... into one report
   nox -s tests           the harness's own test suite (unit + integration)
   nox -s lint            ruff
 
 The matrix file is chosen with SKEWMATRIX_MATRIX (default matrix/default.toml);
-the output directory with SKEWMATRIX_OUT (default reports/out/).
+the output directory with SKEWMATRIX_OUT (default reports/out/); a shard of the
+cells with SKEWMATRIX_SHARD=K/N. `-- --force` reruns cells whose result is current.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _guarded(session: nox.Session, fn, *args, **kwargs):
 def cell(session: nox.Session, cell: str) -> None:
     """Build one cell's env, install its pair (overrides), probe, write cell JSON."""
     env_dir = Path(session.virtualenv.location)
-    _guarded(session, pipeline.run_one, cell, env_dir, log=session.log)
+    force = "--force" in session.posargs
+    _guarded(session, pipeline.run_one, cell, env_dir, force=force, log=session.log)
 
 
 @nox.session(python=False, requires=["cell"])
@@ -53,8 +56,9 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def report(session: nox.Session) -> None:
-    """Classify and render the cell results already in the output directory."""
-    _guarded(session, pipeline.report, log=print)
+    """Classify and render results: those in the output directory, or merge `-- DIR...` (shards)."""
+    dirs = [Path(a) for a in session.posargs if not a.startswith("-")]
+    _guarded(session, pipeline.report, dirs or None, log=print)
 
 
 @nox.session(python=PYTHON, venv_backend="uv")

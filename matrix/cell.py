@@ -10,13 +10,17 @@ renders from; its schema is ``reports/cell.schema.json``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
+import hashlib
 import json
 import os
 import platform
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,12 @@ from matrix.tools import run_tool, uv_bin
 
 CELL_SCHEMA = "skewmatrix.cell/1"
 PROBES_DIR = REPO_ROOT / "probes"
+MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
+DEFAULT_MIN_FREE_GB = 6.0
+
+
+class CellBusyError(SkewmatrixError):
+    """Another process holds the cell's lock."""
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -88,6 +98,13 @@ class CellRun:
         return self.record
 
 
+def error_cell(cell: Cell, matrix: Matrix, out_dir: Path, kind: str, message: str) -> dict[str, Any]:
+    """Record a cell that failed before it could be built (bad spec entry, index unreachable)."""
+    run = CellRun(cell, matrix, out_dir)
+    run.fail(kind, message)
+    return run.finish()
+
+
 def admissibility(reqs: list[str], python: str, workdir: Path) -> dict[str, Any]:
     """Would a plain resolve (no overrides) admit this pair? Asks ``uv pip compile``."""
     req_file = workdir / "pair.in"
@@ -123,37 +140,131 @@ def probes_path(cell_dir: Path) -> Path:
     return pp
 
 
+def probes_digest() -> str:
+    """Digest of the probe code: a result produced by other probes is not reused."""
+    h = hashlib.sha256()
+    for f in sorted(PROBES_DIR.rglob("*.py")):
+        h.update(f.relative_to(PROBES_DIR).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
+    """Identity of a cell run: both builds' content, the options, the probe code."""
+    ident = {
+        "schema": CELL_SCHEMA,
+        "builds": {role: {"pin": m.pin if m.digest is None else None, "digest": m.digest}
+                   for role, m in sorted(made.items())},
+        "options": dict(sorted(cell.options.__dict__.items())),
+        "probes": probes_digest(),
+    }
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def reusable(path: Path, digest: str) -> dict[str, Any] | None:
+    """The stored result at ``path`` if it was produced by the same cell digest and completed."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if old.get("cell_digest") != digest or old.get("error") is not None:
+        return None
+    return old
+
+
+@contextlib.contextmanager
+def cell_lock(cdir: Path) -> Iterator[None]:
+    """Refuse a second process working on the same cell directory at the same time."""
+    cdir.mkdir(parents=True, exist_ok=True)
+    path = cdir / ".lock"
+    with path.open("a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise CellBusyError(f"{cdir}: another skewmatrix run (pid {holder}) is working on this cell; "
+                                "wait for it or use another SKEWMATRIX_OUT") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def disk_problem(where: Path) -> str | None:
+    """A message when the disk under ``where`` has less free space than a cell needs."""
+    need_gb = float(os.environ.get(MIN_FREE_ENV, DEFAULT_MIN_FREE_GB))
+    probe = where
+    while not probe.exists():
+        probe = probe.parent
+    free_gb = shutil.disk_usage(probe).free / 1024**3
+    if free_gb >= need_gb:
+        return None
+    return (f"{probe}: {free_gb:.1f} GB free, a cell env needs at least {need_gb:.1f} GB (uv cache downloads "
+            f"+ env); free some space or set {MIN_FREE_ENV}")
+
+
 def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool = True,
-             progress: Any = print) -> dict[str, Any]:
-    """Build, install and probe ``cell`` in ``env_dir``; write and return its cell JSON."""
+             force: bool = False, progress: Any = print) -> dict[str, Any]:
+    """Build, install and probe ``cell`` in ``env_dir``; write and return its cell JSON.
+
+    An unchanged cell (same cell digest, completed result on disk) is not
+    rebuilt: its stored result is returned, unless ``force``.
+    """
+    cdir = out_dir / "cells" / cell.id
+    with cell_lock(cdir):
+        return _run_cell(cell, matrix, out_dir, env_dir, create_env=create_env, force=force, progress=progress)
+
+
+def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool, force: bool,
+              progress: Any) -> dict[str, Any]:
     run = CellRun(cell, matrix, out_dir)
     cdir = run.dir
-    if cdir.exists():
-        for stale in ("build", "work"):
-            shutil.rmtree(cdir / stale, ignore_errors=True)
-    (cdir / "build").mkdir(parents=True, exist_ok=True)
     opts = cell.options
     say = lambda msg: progress(f"[{cell.id}] {msg}")  # noqa: E731
 
     # 1. materialise both builds
     t = time.perf_counter()
     made: dict[str, Materialized] = {}
+    build_dir = cdir / "build"
+    shutil.rmtree(build_dir, ignore_errors=True)
+    build_dir.mkdir(parents=True)
     for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo)):
         try:
-            made[role] = b.source.materialize(cdir / "build" / role)
+            made[role] = b.source.materialize(build_dir / role)
         except SkewmatrixError as exc:
             run.step("materialize", time.perf_counter() - t, False)
             run.fail("build", f"build {b.name!r} ({b.describe()}): {exc}")
             return run.finish()
+        except OSError as exc:  # e.g. the index could not be reached while downloading a base wheel
+            run.step("materialize", time.perf_counter() - t, False)
+            run.fail("build", f"build {b.name!r} ({b.describe()}): {type(exc).__name__}: {exc}")
+            return run.finish()
         run.record["builds"][role]["digest"] = made[role].digest
         run.record["builds"][role]["details"] = made[role].details
     run.step("materialize", time.perf_counter() - t, True)
+    digest = cell_digest(cell, made)
+    run.record["cell_digest"] = digest
+    if not force:
+        old = reusable(cdir / "cell.json", digest)
+        if old is not None:
+            say("unchanged since the last run (same cell digest): reusing its result (`-- --force` redoes it)")
+            return old
     say(f"builds ready: {cell.unsloth.describe()} x {cell.zoo.describe()}")
+    problem = disk_problem(env_dir.parent)
+    if problem:
+        run.fail("disk", problem)
+        return run.finish()
 
     # 2. would a plain install admit the pair?
     t = time.perf_counter()
     reqs = [made["unsloth"].requirement, made["zoo"].requirement]
-    run.record["admissible"] = admissibility(reqs, opts.python, cdir / "build")
+    run.record["admissible"] = admissibility(reqs, opts.python, build_dir)
     run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
 
     # 3. install with overrides so refused skews still install
@@ -163,7 +274,7 @@ def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create
     overrides = [made["unsloth"].pin, made["zoo"].pin]
     if opts.torch:
         overrides.append(f"torch{opts.torch}" if opts.torch[0] in "<>=!~" else f"torch=={opts.torch}")
-    ov = cdir / "build" / "overrides.txt"
+    ov = build_dir / "overrides.txt"
     ov.write_text("\n".join(overrides) + "\n", encoding="utf-8")
     python = env_dir / "bin" / "python"
     res = run_tool([uv_bin(), "pip", "install", "--python", str(python), *reqs, "--overrides", str(ov)],
@@ -190,30 +301,36 @@ def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create
     # 5. probes, in a working directory of this cell's own
     t = time.perf_counter()
     work = cdir / "work"
-    work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV"))}
     env["PYTHONPATH"] = str(probes_path(cdir))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
     say("probing (import unsloth takes ~20 s on CPU)")
-    try:
-        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=opts.timeout * 3,
-                              check=False)
-        rc: int | None = proc.returncode
-        (work / "probes.stdout.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    except subprocess.TimeoutExpired:
-        rc = None
+    log = work / "probes.stdout.log"
+    with log.open("w", encoding="utf-8") as fh:
+        try:
+            rc: int | None = subprocess.run(argv, cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                            timeout=opts.timeout * 3 + 60, check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = None
     ok = rc == 0 and (work / "probes.json").is_file()
     run.step("probes", time.perf_counter() - t, ok, returncode=rc)
     if not ok:
         kind = "timeout" if rc is None else ("crash" if rc < 0 else "probe")
-        run.fail(kind, f"python -m probes {'timed out' if rc is None else f'exited {rc}'}",
-                 log_tail(work / "probes.stdout.log") or log_tail(work / "probes.log"))
+        what = "timed out" if rc is None else (f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}")
+        run.fail(kind, f"python -m probes {what}", log_tail(log) or log_tail(work / "probes.log"))
         return run.finish()
     probes = json.loads((work / "probes.json").read_text(encoding="utf-8"))
     run.record["probes"] = probes
     for s in probes.get("steps", []):
         run.step(f"probe:{s['name']}", s.get("seconds", 0.0), s.get("status") == "ok")
+    # A probe process that hung or died is the cell's error, with its signal and log tail.
+    for s in probes.get("steps", []):
+        if s.get("status") in ("timeout", "crash"):
+            run.fail(s["status"], f"probe {s['name']}: {s.get('reason')}", s.get("log_tail", ""))
+            break
     say(f"probed in {time.perf_counter() - t:.1f} s")
     return run.finish()

@@ -10,15 +10,17 @@ names another directory.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import spec
-from matrix.cell import CELL_SCHEMA, run_cell
+from matrix import shard, spec
+from matrix.cell import CELL_SCHEMA, error_cell, run_cell
 from matrix.errors import SkewmatrixError
+from matrix.index import IndexClient
 from matrix.spec import REPO_ROOT, Matrix
 
 OUT_ENV = "SKEWMATRIX_OUT"
@@ -33,21 +35,41 @@ def load_matrix(check_index: bool = False) -> Matrix:
     return spec.load(spec.matrix_path_from_env(), check_index=check_index)
 
 
+def selected_cells(matrix: Matrix) -> list[spec.Cell]:
+    """The matrix's cells, narrowed to this machine's shard when SKEWMATRIX_SHARD is set."""
+    picked = shard.from_env()
+    if picked is None:
+        return list(matrix.cells)
+    ids = set(shard.select([c.id for c in matrix.cells], *picked))
+    return [c for c in matrix.cells if c.id in ids]
+
+
 def cell_ids_or_exit() -> list[str]:
-    """For the noxfile: the cell ids, or a clean message and exit 2 on a bad matrix."""
+    """For the noxfile: the selected cell ids, or a clean message and exit 2 on bad input."""
     try:
-        return [c.id for c in load_matrix(check_index=False).cells]
+        return [c.id for c in selected_cells(load_matrix(check_index=False))]
     except SkewmatrixError as exc:
         print(f"skewmatrix: {exc}", file=sys.stderr)
         raise SystemExit(exc.return_code) from None
 
 
-def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, log: Callable[[str], Any] = print) -> dict:
-    matrix = load_matrix(check_index=True)
+def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: bool = False,
+            log: Callable[[str], Any] = print) -> dict:
+    """Run one cell. Its PyPI versions are checked on the index first; a version
+    that does not exist, or an index that cannot be reached, is this cell's error
+    (kind ``spec`` / ``index``), not a crash of the run."""
+    matrix = load_matrix(check_index=False)
     cell = matrix.cell(cell_id)
     out = out_dir()
     log(f"[{cell_id}] {cell.unsloth.describe()} x {cell.zoo.describe()} -> {out / 'cells' / cell_id}")
-    return run_cell(cell, matrix, out, env_dir, create_env=create_env, progress=log)
+    index = IndexClient()
+    problems = [p for b in (cell.unsloth, cell.zoo) for p in spec.index_problems(b, f"build {b.name!r}", index)]
+    if problems:
+        kind = "index" if any("cannot check version" in p for p in problems) else "spec"
+        for p in problems:
+            log(f"[{cell_id}] {kind} error: {p}")
+        return error_cell(cell, matrix, out, kind, "\n".join(problems))
+    return run_cell(cell, matrix, out, env_dir, create_env=create_env, force=force, progress=log)
 
 
 def missing_cell(cell: spec.Cell, matrix: Matrix) -> dict[str, Any]:
@@ -64,25 +86,74 @@ def missing_cell(cell: spec.Cell, matrix: Matrix) -> dict[str, Any]:
     }
 
 
-def report(out: Path | None = None, *, log: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Collect the declared matrix's cell results, classify, render every format."""
-    from reports.model import build_report, load_cells
+def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[dict[str, Any]]:
+    """Cell results for ``cells`` from one or more result directories.
+
+    With one directory, a declared cell without a result becomes a ``missing``
+    error cell (shown, never dropped). With several (a merge of shards), a
+    cell found in two directories, a declared cell found in none, or a result
+    of another schema is refused with a message naming the files.
+    """
+    from reports.model import load_cells
+
+    ids = [c.id for c in cells]
+    found: dict[str, dict[str, Any]] = {}
+    where: dict[str, Path] = {}
+    for d in dirs:
+        if not (d / "cells").is_dir():
+            raise MergeError(f"{d}: no cells/ directory here; is this a skewmatrix output directory?")
+        for cell in load_cells(d, only=ids):
+            cid = cell["cell_id"]
+            if cid in found:
+                raise MergeError(f"cell {cid} has results in both {where[cid]} and {d}: "
+                                 "shards must not overlap; remove one")
+            found[cid], where[cid] = cell, d
+    if len(dirs) > 1:
+        absent = [i for i in ids if i not in found]
+        if absent:
+            raise MergeError(f"{len(absent)} cell(s) of {matrix.path} have no result in any of the "
+                             f"{len(dirs)} directories: {', '.join(absent)}")
+    return [found.get(c.id) or missing_cell(c, matrix) for c in cells]
+
+
+class MergeError(SkewmatrixError):
+    """Shard results that cannot be merged."""
+
+
+def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Callable[[str], Any] = print,
+           fail_on: frozenset[str] | None = None) -> dict[str, Any]:
+    """Collect the selected cells' results, classify, render every format.
+
+    ``dirs`` are result directories to merge (default: the output directory).
+    """
+    from reports.classify import GuardState
+    from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
     matrix = load_matrix(check_index=False)
     out = out or out_dir()
-    ids = [c.id for c in matrix.cells]
-    found = {c["cell_id"]: c for c in load_cells(out, only=ids)}
-    cells = [found.get(c.id) or missing_cell(c, matrix) for c in matrix.cells]
+    cells = selected_cells(matrix) if not dirs else list(matrix.cells)
+    results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out])
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)
-    rep = build_report(cells, matrix=rel, order=ids)
+    failing = frozenset(GuardState(s) for s in (fail_on or matrix.fail_on))
+    rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing)
     out.mkdir(parents=True, exist_ok=True)
+    if dirs:
+        # A merged output directory carries its cells, so it can be re-rendered or merged again.
+        from matrix.cell import write_json_atomic
+
+        for r in results:
+            target = out / "cells" / r["cell_id"] / "cell.json"
+            if not target.is_file() or json.loads(target.read_text(encoding="utf-8")) != r:
+                write_json_atomic(target, r)
     written = write_all(rep, out)
     log(RENDERERS["terminal"].render(rep))
     for p in written:
         log(f"wrote {p}")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
+        # GitHub caps a step summary at 1 MiB; keep well under it.
+        text = RENDERERS["markdown"].render(rep)
         with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(RENDERERS["markdown"].render(rep)[: 1000 * 1000])
+            fh.write(text if len(text) < 900_000 else text[:900_000] + "\n\n(truncated: see report.md)\n")
     return rep

@@ -47,7 +47,11 @@ MATRIX_ENV = "SKEWMATRIX_MATRIX"
 SCHEMA = 1
 
 PACKAGES = {"unsloth": "unsloth", "unsloth-zoo": "zoo"}
-TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict}
+TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict,
+                                                "gate": dict}
+GATE_KEYS: dict[str, type] = {"fail_on": list}
+GUARD_STATES = ("activates", "no-ops", "missing", "not-needed", "broken", "error")
+DEFAULT_FAIL_ON = ("missing", "broken", "error")
 BUILD_KEYS: dict[str, type] = {"name": str, "package": str, "source": str}
 PAIR_KEYS: dict[str, type] = {"product": bool, "include": list, "exclude": list}
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
@@ -125,6 +129,7 @@ class Matrix:
     options: CellOptions
     builds: dict[str, Build]
     cells: list[Cell] = field(default_factory=list)
+    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -321,9 +326,19 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
             problems.append(f"cells {seen[key]!r} and {c.id!r} collide once nox maps ids to directory names "
                             f"({key!r}); rename one of the builds")
         seen[key] = c.id
+    fail_on = DEFAULT_FAIL_ON
+    gate = data.get("gate", {})
+    if isinstance(gate, dict):
+        problems += _check_keys("[gate]", gate, GATE_KEYS)
+        raw = gate.get("fail_on", list(DEFAULT_FAIL_ON))
+        if isinstance(raw, list):
+            bad = [s for s in raw if s not in GUARD_STATES]
+            problems += [f"[gate]: fail_on entry {b!r} is not a guard state{suggest(str(b), GUARD_STATES)}; "
+                         f"valid: {', '.join(GUARD_STATES)}" for b in bad]
+            fail_on = tuple(raw)
     if problems:
         raise SpecError(str(path), problems)
-    return Matrix(path=path, options=options, builds=builds, cells=cells)
+    return Matrix(path=path, options=options, builds=builds, cells=cells, fail_on=fail_on)
 
 
 def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:
@@ -370,19 +385,24 @@ def _expand(pairs: dict[str, Any], builds: dict[str, Build], by_role: dict[str, 
 
 
 def _check_index(builds: dict[str, Build], first_seen: dict[str, int], index: IndexClient) -> list[str]:
-    problems = []
-    for name, b in builds.items():
-        if not isinstance(b.source, PypiSource):
-            continue
-        where = f"[[build]] #{first_seen[name]} {name!r}"
-        try:
-            available = index.versions(b.package)
-        except IndexLookupError as exc:
-            problems.append(f"{where}: cannot check version {b.source.version!r}: {exc}")
-            continue
-        wanted = Version(b.source.version)
-        if wanted not in available:
-            near = ", ".join(str(v) for v in nearest_versions(wanted, available))
-            problems.append(f"{where}: {b.package} {b.source.version} does not exist on the index; "
-                            f"nearest releases: {near or 'none'}")
-    return problems
+    return [p for name, b in builds.items() for p in
+            index_problems(b, f"[[build]] #{first_seen[name]} {name!r}", index)]
+
+
+def index_problems(build: Build, where: str, index: IndexClient) -> list[str]:
+    """Does this PyPI build's version exist on the index? (no problem for other sources)"""
+    src = build.source
+    base = getattr(src, "base_source", None)
+    if not isinstance(src, PypiSource) and isinstance(base, PypiSource):
+        src = base  # a backport of a release: the base must exist
+    if not isinstance(src, PypiSource):
+        return []
+    try:
+        available = index.versions(build.package)
+    except IndexLookupError as exc:
+        return [f"{where}: cannot check version {src.version!r}: {exc}"]
+    wanted = Version(src.version)
+    if wanted in available:
+        return []
+    near = ", ".join(str(v) for v in nearest_versions(wanted, available))
+    return [f"{where}: {build.package} {src.version} does not exist on the index; nearest releases: {near or 'none'}"]

@@ -184,3 +184,10 @@ def test_matrix_chosen_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert spec.matrix_path_from_env() == p
     monkeypatch.delenv(spec.MATRIX_ENV)
     assert spec.matrix_path_from_env() == spec.DEFAULT_MATRIX
+
+
+def test_gate_fail_on_is_validated(tmp_path: Path) -> None:
+    m = spec.load(write(tmp_path, GOOD + '[gate]\nfail_on = ["missing", "error"]\n'), check_index=False)
+    assert m.fail_on == ("missing", "error")
+    got = problems(tmp_path, GOOD + '[gate]\nfail_on = ["mising"]\n', check_index=False)
+    assert any("fail_on entry 'mising'" in p and "did you mean 'missing'?" in p for p in got)
