@@ -4,6 +4,7 @@
   nox -s "cell(ID)"      one cell (ids: ``nox --list``)
   nox -s report          classify and render what the cells left in reports/out/
   nox -s report -- D...  merge the cell results of shard directories D... into one report
+  nox -s pinned -- ...   check an existing env (--python PATH) or exact pins (-r FILE); exit 0/1/2
   nox -s tests           the harness's own test suite (unit + integration)
   nox -s lint            ruff
 
@@ -59,6 +60,17 @@ def report(session: nox.Session) -> None:
     """Classify and render results: those in the output directory, or merge `-- DIR...` (shards)."""
     dirs = [Path(a) for a in session.posargs if not a.startswith("-")]
     _guarded(session, pipeline.report, dirs or None, log=print)
+
+
+@nox.session(python=False)
+def pinned(session: nox.Session) -> None:
+    """Check an existing env in place (`-- --python PATH`) or exact pins (`-- -r FILE`); exit 0/1/2."""
+    from matrix import pinned as pinned_mod
+
+    out = pipeline.out_dir() / "pinned"
+    code = _guarded(session, pinned_mod.main, list(session.posargs), out, log=print)
+    if code:
+        raise SystemExit(code)
 
 
 @nox.session(python=PYTHON, venv_backend="uv")

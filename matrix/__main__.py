@@ -3,6 +3,7 @@
   python -m matrix cells              list the cell ids of the selected matrix
   python -m matrix run CELL ENV_DIR   build and probe one cell in ENV_DIR
   python -m matrix report             classify and render the collected results
+  python -m matrix ci-matrix          stdin: `nox --list --json`; stdout: a GitHub job matrix
 
 Exit codes: 0 done (whatever the cell states), 2 bad input or harness failure.
 """
@@ -27,11 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("cell")
     r.add_argument("env_dir", type=Path)
     sub.add_parser("report")
+    sub.add_parser("ci-matrix")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "cells":
             for cell in pipeline.load_matrix(check_index=False).cells:
                 print(cell.id)
+        elif args.cmd == "ci-matrix":
+            from matrix.ci import from_text
+
+            print(from_text(sys.stdin.read()))
         elif args.cmd == "run":
             pipeline.run_one(args.cell, args.env_dir, create_env=True)
         else:

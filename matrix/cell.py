@@ -27,7 +27,7 @@ from typing import Any
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed, torch_build
 from matrix.sources import Materialized
-from matrix.spec import REPO_ROOT, Cell, Matrix
+from matrix.spec import REPO_ROOT, Build, Cell, CellOptions, Matrix
 from matrix.tools import run_tool, uv_bin
 
 CELL_SCHEMA = "skewmatrix.cell/1"
@@ -58,25 +58,27 @@ def log_tail(path: Path, n: int = 40) -> str:
         return ""
 
 
+def build_entry(b: Build) -> dict[str, Any]:
+    return {"name": b.name, "package": b.package, "source": b.source.KIND, "describe": b.describe(),
+            "version": b.source.version_hint()}
+
+
 class CellRun:
     """Accumulates one cell's record while its steps run."""
 
-    def __init__(self, cell: Cell, matrix: Matrix, out_dir: Path) -> None:
-        self.cell = cell
-        self.dir = out_dir / "cells" / cell.id
+    def __init__(self, cell_id: str, builds: dict[str, dict[str, Any]], options: CellOptions, matrix_label: str,
+                 out_dir: Path) -> None:
+        self.dir = out_dir / "cells" / cell_id
+        self.options = options
         self.started = time.perf_counter()
         self.record: dict[str, Any] = {
             "schema": CELL_SCHEMA,
-            "cell_id": cell.id,
-            "matrix": str(matrix.path),
+            "cell_id": cell_id,
+            "matrix": matrix_label,
             "started": now(),
             "host": {"platform": platform.platform(), "machine": platform.machine()},
-            "builds": {
-                role: {"name": b.name, "package": b.package, "source": b.source.KIND, "describe": b.describe(),
-                       "version": b.source.version_hint()}
-                for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo))
-            },
-            "options": dict(cell.options.__dict__),
+            "builds": builds,
+            "options": dict(options.__dict__),
             "steps": [],
             "admissible": None,
             "installed": [],
@@ -84,6 +86,11 @@ class CellRun:
             "probes": None,
             "error": None,
         }
+
+    @classmethod
+    def for_cell(cls, cell: Cell, matrix: Matrix, out_dir: Path) -> CellRun:
+        builds = {"unsloth": build_entry(cell.unsloth), "zoo": build_entry(cell.zoo)}
+        return cls(cell.id, builds, cell.options, str(matrix.path), out_dir)
 
     def step(self, name: str, seconds: float, ok: bool, **extra: Any) -> None:
         self.record["steps"].append({"name": name, "seconds": round(seconds, 3), "ok": ok, **extra})
@@ -100,7 +107,7 @@ class CellRun:
 
 def error_cell(cell: Cell, matrix: Matrix, out_dir: Path, kind: str, message: str) -> dict[str, Any]:
     """Record a cell that failed before it could be built (bad spec entry, index unreachable)."""
-    run = CellRun(cell, matrix, out_dir)
+    run = CellRun.for_cell(cell, matrix, out_dir)
     run.fail(kind, message)
     return run.finish()
 
@@ -223,7 +230,7 @@ def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create
 
 def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool, force: bool,
               progress: Any) -> dict[str, Any]:
-    run = CellRun(cell, matrix, out_dir)
+    run = CellRun.for_cell(cell, matrix, out_dir)
     cdir = run.dir
     opts = cell.options
     say = lambda msg: progress(f"[{cell.id}] {msg}")  # noqa: E731
@@ -287,17 +294,26 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         return run.finish()
     say(f"installed in {time.perf_counter() - t:.1f} s")
 
+    return record_and_probe(run, env_dir, python, say)
+
+
+def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dict[str, Any]:
+    """Steps 4 and 5 of a cell, shared with pinned environments: record what is
+    installed in ``env_dir`` (installing nothing), then run the probes with ``python``."""
+    opts = run.options
+    cdir = run.dir
     # 4. record the resolved set
     t = time.perf_counter()
     run.record["installed"] = installed(env_dir)
     run.record["torch"] = torch_build(run.record["installed"])
-    for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo)):
-        got = next((d for d in run.record["installed"] if d["name"].lower().replace("_", "-") == b.package), None)
-        run.record["builds"][role]["installed_version"] = got["version"] if got else None
-        if run.record["builds"][role].get("digest") is None and got:
-            run.record["builds"][role]["digest"] = got.get("wheel_sha256") or got.get("tree_sha256")
+    for role in ("unsloth", "zoo"):
+        entry = run.record["builds"][role]
+        got = next((d for d in run.record["installed"]
+                    if d["name"].lower().replace("_", "-") == entry["package"]), None)
+        entry["installed_version"] = got["version"] if got else None
+        if entry.get("digest") is None and got:
+            entry["digest"] = got.get("wheel_sha256") or got.get("tree_sha256")
     run.step("record", time.perf_counter() - t, True)
-
     # 5. probes, in a working directory of this cell's own
     t = time.perf_counter()
     work = cdir / "work"
