@@ -217,7 +217,7 @@ def disk_problem(where: Path) -> str | None:
 
 
 def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool = True,
-             force: bool = False, progress: Any = print) -> dict[str, Any]:
+             force: bool = False, progress: Any = print, index_problem: str | None = None) -> dict[str, Any]:
     """Build, install and probe ``cell`` in ``env_dir``; write and return its cell JSON.
 
     An unchanged cell (same cell digest, completed result on disk) is not
@@ -225,11 +225,12 @@ def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create
     """
     cdir = out_dir / "cells" / cell.id
     with cell_lock(cdir):
-        return _run_cell(cell, matrix, out_dir, env_dir, create_env=create_env, force=force, progress=progress)
+        return _run_cell(cell, matrix, out_dir, env_dir, create_env=create_env, force=force, progress=progress,
+                         index_problem=index_problem)
 
 
 def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool, force: bool,
-              progress: Any) -> dict[str, Any]:
+              progress: Any, index_problem: str | None) -> dict[str, Any]:
     run = CellRun.for_cell(cell, matrix, out_dir)
     cdir = run.dir
     opts = cell.options
@@ -289,8 +290,11 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
     run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
     if not res.ok:
-        run.fail("build", f"uv pip install failed (exit {res.returncode}):\n{res.stderr.strip()[-3000:]}",
-                 res.tail())
+        message = f"uv pip install failed (exit {res.returncode}):\n{res.stderr.strip()[-3000:]}"
+        if index_problem:  # say first what the user must fix
+            run.fail("index", f"the package index is unreachable: {index_problem}\n{message}", res.tail())
+        else:
+            run.fail("build", message, res.tail())
         return run.finish()
     say(f"installed in {time.perf_counter() - t:.1f} s")
 

@@ -55,21 +55,66 @@ def cell_ids_or_exit() -> list[str]:
 
 def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: bool = False,
             log: Callable[[str], Any] = print) -> dict:
-    """Run one cell. Its PyPI versions are checked on the index first; a version
-    that does not exist, or an index that cannot be reached, is this cell's error
-    (kind ``spec`` / ``index``), not a crash of the run."""
+    """Run one cell.
+
+    Its PyPI versions are checked on the index first: a version that does not
+    exist is this cell's ``spec`` error. An index that cannot be reached is
+    not fatal by itself -- an unchanged cell is still reused from its stored
+    result -- but a cell that then cannot install is an ``index`` error
+    naming the unreachable index.
+    """
     matrix = load_matrix(check_index=False)
     cell = matrix.cell(cell_id)
     out = out_dir()
+    acquire_run_lock(out)
     log(f"[{cell_id}] {cell.unsloth.describe()} x {cell.zoo.describe()} -> {out / 'cells' / cell_id}")
     index = IndexClient()
     problems = [p for b in (cell.unsloth, cell.zoo) for p in spec.index_problems(b, f"build {b.name!r}", index)]
-    if problems:
-        kind = "index" if any("cannot check version" in p for p in problems) else "spec"
+    unreachable = [p for p in problems if "cannot check version" in p]
+    if problems and not unreachable:
         for p in problems:
-            log(f"[{cell_id}] {kind} error: {p}")
-        return error_cell(cell, matrix, out, kind, "\n".join(problems))
-    return run_cell(cell, matrix, out, env_dir, create_env=create_env, force=force, progress=log)
+            log(f"[{cell_id}] spec error: {p}")
+        return error_cell(cell, matrix, out, "spec", "\n".join(problems))
+    for p in unreachable:
+        log(f"[{cell_id}] warning: {p}")
+    return run_cell(cell, matrix, out, env_dir, create_env=create_env, force=force, progress=log,
+                    index_problem="\n".join(unreachable) or None)
+
+
+_RUN_LOCKS: dict[Path, Any] = {}
+
+
+def acquire_run_lock(out: Path) -> None:
+    """Hold ``OUT/.skewmatrix.lock`` for the life of this process.
+
+    nox runs every cell session and the fan-in report in one process, so a
+    second ``nox -s matrix`` (or any run) on the same output directory is
+    refused with the holder's pid instead of interleaving files.
+    """
+    import fcntl
+
+    out = out.resolve()
+    if out in _RUN_LOCKS:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    fh = (out / ".skewmatrix.lock").open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise RunLockedError(f"{out}: another skewmatrix run (pid {holder}) is using this output directory; "
+                             "wait for it, or set SKEWMATRIX_OUT to another directory") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    _RUN_LOCKS[out] = fh
+
+
+class RunLockedError(SkewmatrixError):
+    """Another process is running on the same output directory."""
 
 
 def missing_cell(cell: spec.Cell, matrix: Matrix) -> dict[str, Any]:
@@ -132,6 +177,7 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
 
     matrix = load_matrix(check_index=False)
     out = out or out_dir()
+    acquire_run_lock(out)
     cells = selected_cells(matrix) if not dirs else list(matrix.cells)
     results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out])
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)

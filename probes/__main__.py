@@ -78,7 +78,7 @@ def run_step(name: str, module: str, args: list[str], env_extra: dict[str, str],
     if "status" not in step:
         if result is None:
             step.update(status="error", reason=f"{name} exited {rc} without a result")
-        elif rc != 0 or not result.get("ok", False):
+        elif rc != 0 or not result.get("ok", True):
             step.update(status="error", reason=(result or {}).get("error", f"{name} exited {rc}").splitlines()[0])
         else:
             step["status"] = "ok"

@@ -36,6 +36,16 @@ def load_cell(path: Path) -> dict[str, Any]:
     for key in ("cell_id", "builds", "steps"):
         if key not in data:
             raise ResultFileError(f"{path}: cell result lacks {key!r}; rerun that cell")
+    # Accept only what every renderer can show: a result that would crash a
+    # renderer later is refused now, by name.
+    try:
+        report = build_report([data], matrix=str(path))
+        from reports.render import RENDERERS
+
+        for renderer in RENDERERS.values():
+            renderer.render(report)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        raise ResultFileError(f"{path}: malformed cell result ({type(exc).__name__}: {exc}); rerun that cell") from exc
     return data
 
 

@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from reports.render.base import Renderer
+from reports.render.html import HtmlRenderer
 from reports.render.json import JsonRenderer
+from reports.render.junit import JunitRenderer
 from reports.render.markdown import MarkdownRenderer
 from reports.render.terminal import TerminalRenderer
 
 RENDERERS: dict[str, Renderer] = {
     "json": JsonRenderer(),
+    "html": HtmlRenderer(),
+    "junit": JunitRenderer(),
     "markdown": MarkdownRenderer(),
     "terminal": TerminalRenderer(),
 }

@@ -54,7 +54,7 @@ def test_json_round_trips_and_validates(report: dict, tmp_path: Path) -> None:
     from reports.schema import validate_cell, validate_report
 
     written = write_all(report, tmp_path)
-    assert sorted(p.name for p in written) == ["report.json", "report.md"]
+    assert sorted(p.name for p in written) == ["junit.xml", "report.html", "report.json", "report.md"]
     loaded = json.loads((tmp_path / "report.json").read_text())
     assert loaded["summary"]["missing"] == 1 and loaded["gate"]["failed_cells"] == ["u1__z1"]
     validate_report(loaded)

@@ -1,0 +1,111 @@
+"""report.html in a real headless Chromium: the grid, a drill-down, and a screenshot.
+
+The report is rendered from hand-made cells (no env builds). Chromium is
+Debian's ``chromium`` (``.ci/run`` installs it when missing); it runs with no
+network, a throwaway profile, and loads the file over ``file://``. The
+drill-down is driven by the page's own fragment handler (``#open=<cell id>``),
+and ``--dump-dom`` prints the DOM after the page's scripts ran. Screenshots at
+a laptop's 1366x768 land in ``reports/out/`` (git-ignored) for a human to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reports.render import write_all
+from tests.reports.cells_behavior import four_cell_report
+from tests.reports.test_html import Node, parse
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "reports" / "out"
+pytestmark = pytest.mark.integration
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-extensions", "--hide-scrollbars"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail("chromium not found on PATH; install it with `apt-get install -y chromium` (.ci/run does)")
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("browser-report")
+    write_all(four_cell_report(), out)
+    return out / "report.html"
+
+
+def run_chromium(chromium: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    profile.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    proc = subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+                          timeout=120, check=False, env=env)
+    assert proc.returncode == 0, f"chromium exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def dump_dom(chromium: str, tmp_path: Path, url: str) -> Node:
+    proc = run_chromium(chromium, tmp_path, "--dump-dom", url)
+    assert "<table" in proc.stdout, proc.stderr[-3000:]
+    return parse(proc.stdout)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_grid_and_drill_down_in_the_dom(chromium: str, report_html: Path, tmp_path: Path) -> None:
+    # without a fragment: failing cells open, passing ones closed
+    dom = dump_dom(chromium, tmp_path, report_html.as_uri())
+    grid = dom.find("table", id="grid")
+    states = {td.attrs["data-cell"]: td.attrs["data-guard"] for td in grid.find_all("td") if "data-cell" in td.attrs}
+    assert states == {"u1__z1": "missing", "u1__z2": "not-needed", "u2__z1": "error", "u3__z2": "activates"}
+    assert "fail" in grid.find("td", data_cell="u1__z1").classes()
+    assert "open" in dom.find("details", id="cell-u1__z1").attrs
+    assert "open" not in dom.find("details", id="cell-u1__z2").attrs
+
+    # the fragment opens a passing cell: the page's script ran in the browser
+    dom = dump_dom(chromium, tmp_path, report_html.as_uri() + "#open=u1__z2")
+    opened = dom.find("details", id="cell-u1__z2")
+    assert "open" in opened.attrs and "focus" in opened.classes()
+    assert dom.find("body").attrs.get("data-opened") == "u1__z2"
+    assert "zoo fixed" in opened.all_text() and "02-after" in opened.all_text()
+
+    # the grid's own link form works the same way
+    dom = dump_dom(chromium, tmp_path, report_html.as_uri() + "#cell-u3__z2")
+    assert "open" in dom.find("details", id="cell-u3__z2").attrs
+
+
+@pytest.mark.parametrize(("name", "fragment", "size"), [
+    # what a reviewer sees first on a laptop
+    ("report-screenshot.png", "", (1366, 768)),
+    # the whole page with a passing cell drilled into. Headless Chromium's --screenshot paints a blank
+    # page once the document has scrolled (as opening a fragment does), so the window is made taller
+    # than the page instead; the size check below catches a page that outgrows it.
+    ("report-drilldown.png", "#open=u1__z2", (1366, 4500)),
+])
+def test_screenshots(chromium: str, report_html: Path, tmp_path: Path, name: str, fragment: str,
+                     size: tuple[int, int]) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / name
+    shot.unlink(missing_ok=True)
+    run_chromium(chromium, tmp_path, f"--window-size={size[0]},{size[1]}", f"--screenshot={shot}",
+                 report_html.as_uri() + fragment)
+    assert png_size(shot) == size
+    assert shot.stat().st_size > 50_000, f"{shot}: an almost blank screenshot; did the page render?"
