@@ -88,16 +88,20 @@ def test_matrix_loader_on_structured_documents(tmp_path: Path, doc: dict) -> Non
         assert m.cells, "a loaded matrix always has at least one cell"
 
 
+def _index_ok(target: object, key: object) -> bool:
+    if isinstance(target, dict):
+        return True
+    return isinstance(target, list) and isinstance(key, int) and -len(target) <= key < len(target)
+
+
 def _mutate(cell: dict, path: list, value: object) -> dict:
     target = cell
     for key in path[:-1]:
-        if (isinstance(target, dict) and key in target) or (isinstance(target, list) and isinstance(key, int) and -len(target) <= key < len(target)):
-            target = target[key]
-        else:
+        if not _index_ok(target, key) or (isinstance(target, dict) and key not in target):
             return cell
-    last = path[-1]
-    if isinstance(target, dict) or (isinstance(target, list) and isinstance(last, int) and -len(target) <= last < len(target)):
-        target[last] = value
+        target = target[key]
+    if _index_ok(target, path[-1]):
+        target[path[-1]] = value
     return cell
 
 
