@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -29,6 +30,15 @@ def uv_bin() -> str:
         if found:
             return found
     raise SkewmatrixError("uv: not found. Install it with `pip install uv` (skewmatrix depends on it).")
+
+
+CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s:@]+(?::[^/\s@]*)?@")
+TOKEN_ENV = re.compile(r"(?i)(token|password|secret|api[_-]?key)=\S+")
+
+
+def redact_text(text: str) -> str:
+    """Hide credentials in URLs (``https://user:pass@host``) and ``token=...`` pairs."""
+    return TOKEN_ENV.sub(r"\1=***", CREDENTIALS.sub(r"\g<scheme>***@", text))
 
 
 @dataclass(frozen=True)
@@ -59,4 +69,5 @@ def run_tool(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | 
         return ToolResult(argv, 124, out, err + f"\n{argv[0]}: timed out after {timeout} s")
     except FileNotFoundError as exc:
         return ToolResult(argv, 127, "", f"{argv[0]}: not found ({exc})")
-    return ToolResult(argv, proc.returncode, proc.stdout, proc.stderr)
+    # Tool output ends up in cell JSON and reports: never let an index credential through.
+    return ToolResult(argv, proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))

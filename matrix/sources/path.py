@@ -1,8 +1,10 @@
 """``source = "path"``: a local checkout (directory) or a wheel file.
 
-Keys: ``path`` (required), relative to the matrix file's directory unless
-absolute. A directory is built into a wheel with ``uv build``; its digest is
-the tree digest (content, not mtime), so an edited checkout is a new build.
+Keys: ``path`` (required), relative to the matrix file's directory and
+confined to it: absolute paths, ``..`` and symlinks that lead outside are
+refused (a matrix file must not be able to point the harness at arbitrary
+files). A directory is built into a wheel with ``uv build``; its digest is the
+tree digest (content, not mtime), so an edited checkout is a new build.
 """
 
 from __future__ import annotations
@@ -38,11 +40,17 @@ class PathSource(BuildSource):
 
     @property
     def resolved(self) -> Path:
-        p = Path(self.path)
-        return p if p.is_absolute() else (self.base_dir / p).resolve()
+        return (self.base_dir / self.path).resolve()
 
     def problems(self, where: str) -> list[str]:
+        if Path(self.path).is_absolute():
+            return [f"{where}: path {self.path!r} is absolute; give a path relative to the matrix file's "
+                    f"directory ({self.base_dir})"]
         p = self.resolved
+        root = self.base_dir.resolve()
+        if p != root and root not in p.parents:
+            return [f"{where}: path {self.path!r} leaves the matrix file's directory {root} (resolves to {p}); "
+                    "put the checkout or wheel inside it (a symlink out is refused too)"]
         if not p.exists():
             return [f"{where}: path {self.path!r} does not exist (resolved to {p})"]
         if p.is_file() and p.suffix != ".whl":

@@ -191,3 +191,18 @@ def test_gate_fail_on_is_validated(tmp_path: Path) -> None:
     assert m.fail_on == ("missing", "error")
     got = problems(tmp_path, GOOD + '[gate]\nfail_on = ["mising"]\n', check_index=False)
     assert any("fail_on entry 'mising'" in p and "did you mean 'missing'?" in p for p in got)
+
+
+@pytest.mark.parametrize("bad", ["../outside", "/etc", "link/inner"])
+def test_path_sources_cannot_escape_the_matrix_directory(tmp_path: Path, bad: str) -> None:
+    base = tmp_path / "m"
+    base.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "inner").mkdir()
+    (base / "link").symlink_to(tmp_path / "outside")
+    text = GOOD.replace('source = "pypi"\nversion = "2026.9.3"', f'source = "path"\npath = "{bad}"')
+    p = base / "m.toml"
+    p.write_text(text)
+    with pytest.raises(SpecError) as err:
+        spec.load(p, check_index=False)
+    assert any(f"path {bad!r}" in x and ("absolute" in x or "leaves" in x) for x in err.value.problems)
