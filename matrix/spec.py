@@ -166,7 +166,9 @@ def _check_keys(where: str, table: dict[str, Any], valid: dict[str, Any]) -> lis
     return problems
 
 
-def parse_options(where: str, table: dict[str, Any], base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
+def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
+    if not isinstance(table, dict):
+        return base or CellOptions(), [f"{where}: must be a table, got {type(table).__name__} {table!r:.60}"]
     problems = _check_keys(where, table, OPTION_KEYS)
     values = dict(base.__dict__) if base else {}
     for key, value in table.items():
@@ -253,8 +255,7 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
     schema = data.get("schema", SCHEMA)
     if isinstance(schema, int) and not isinstance(schema, bool) and schema != SCHEMA:
         problems.append(f"top level: schema = {schema} is not supported (this skewmatrix reads schema {SCHEMA})")
-    opts_table = data.get("options", {})
-    options, opt_problems = parse_options("[options]", opts_table if isinstance(opts_table, dict) else {})
+    options, opt_problems = parse_options("[options]", data.get("options", {}))
     problems += opt_problems
     base_dir = path.resolve().parent
 

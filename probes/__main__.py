@@ -131,8 +131,17 @@ def main(argv: list[str] | None = None) -> int:
         steps.append(("behavior", "probes.behavior",
                       ["--device", device, "--compile", "on" if compile_on else "off", "--phase", "all"],
                       unsloth_env, drop))
+    hung = None
     for name, module, extra, env_extra, drop_env in steps:
-        report["steps"].append(run_step(name, module, extra, env_extra, drop_env, args.step_timeout, workdir))
+        if hung is not None:
+            # A step that hung would hang again: keep the cell within its time budget.
+            report["steps"].append({"name": name, "status": "skipped", "seconds": 0.0, "returncode": None,
+                                    "reason": f"not run: {hung} timed out", "result": None})
+            continue
+        step = run_step(name, module, extra, env_extra, drop_env, args.step_timeout, workdir)
+        report["steps"].append(step)
+        if step["status"] == "timeout":
+            hung = name
     write_json(args.out, report)
     return 0
 

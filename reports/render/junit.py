@@ -196,6 +196,8 @@ class JunitRenderer(Renderer):
             result = step.get("result") if isinstance(step.get("result"), dict) else {}
             if step.get("status") == "ok":
                 suite.case("probe", name, step.get("seconds"), out=self._probe_summary(name, result))
+            elif step.get("status") == "skipped":
+                suite.case("probe", name, outcome="skipped", message=str(step.get("reason") or "not run"))
             else:
                 suite.case("probe", name, step.get("seconds"), outcome="error",
                            message=f"{step.get('status')}: {step.get('reason') or ''}",

@@ -32,7 +32,9 @@ toml_scalars = st.one_of(st.booleans(), st.integers(min_value=-(2**63), max_valu
                          st.text(alphabet=string.printable + "éü☃\u202e", max_size=30),
                          st.sampled_from(["pypi", "path", "git", "backport", "unsloth", "unsloth_zoo", "2026.9.3",
                                           "../../etc/passwd", "/etc/passwd", "a" * 5000, "cpu", "on"]))
-tables = st.dictionaries(keys, st.one_of(toml_scalars, st.lists(toml_scalars, max_size=3)), max_size=6)
+inline = st.dictionaries(keys, toml_scalars, max_size=4)
+tables = st.dictionaries(keys, st.one_of(toml_scalars, st.lists(st.one_of(toml_scalars, inline), max_size=3), inline),
+                         max_size=6)
 documents = st.dictionaries(keys, st.one_of(toml_scalars, tables, st.lists(tables, max_size=4)), max_size=5)
 
 COUNTS = {"matrix_text": 0, "matrix_data": 0, "cell": 0}
@@ -59,6 +61,8 @@ def to_toml(doc: dict) -> str:
 def _scalar(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_scalar(x)}" for k, x in v.items()) + "}"
     return _quote(v)
 
 

@@ -6,32 +6,27 @@ Slow (two real envs, `import unsloth` twice on CPU): marked integration.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from reports.schema import validate_cell, validate_report
+from tests.integration.harness import ROOT, explain, run_nox
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("default-out")
-    env = {**os.environ, "SKEWMATRIX_OUT": str(out)}
-    env.pop("SKEWMATRIX_MATRIX", None)
-    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "matrix"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=3600, check=False)
+    proc = run_nox(tmp_path_factory.mktemp("default-envs"), "-s", "matrix", out=out)
     return proc, out
 
 
 def test_nox_matrix_exits_zero_and_writes_reports(default_run) -> None:
     proc, out = default_run
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, explain(proc)
     assert (out / "report.json").is_file() and (out / "report.md").is_file()
     # the terminal grid is printed at the end of the run
     assert "unsloth \\ zoo" in proc.stdout and "gate: 1 of 2 cell(s)" in proc.stdout

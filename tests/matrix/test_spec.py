@@ -206,3 +206,9 @@ def test_path_sources_cannot_escape_the_matrix_directory(tmp_path: Path, bad: st
     with pytest.raises(SpecError) as err:
         spec.load(p, check_index=False)
     assert any(f"path {bad!r}" in x and ("absolute" in x or "leaves" in x) for x in err.value.problems)
+
+
+def test_pair_options_must_be_a_table(tmp_path: Path) -> None:
+    text = GOOD + '[pairs]\nproduct = false\ninclude = [{ unsloth = "u1", zoo = "z1", options = "fast" }]\n'
+    got = problems(tmp_path, text, check_index=False)
+    assert any("include #1 options: must be a table, got str 'fast'" in p for p in got)
