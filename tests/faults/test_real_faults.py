@@ -158,7 +158,7 @@ def test_wheel_that_fails_to_build(faults: dict) -> None:
 
 def test_unreachable_index_keeps_complete_cells(faults: dict) -> None:
     """A closed loopback port as the index: the complete cell is still reported, the new one says why not."""
-    text = FAULTS.split("[pairs]")[0] + """
+    text = FAULTS.split("[pairs]", maxsplit=1)[0] + """
 [[build]]
 name = "z-old"
 package = "unsloth_zoo"
@@ -193,7 +193,7 @@ def test_free_disk_check_refuses_with_figures(faults: dict) -> None:
 
 
 def test_interrupt_keeps_results_lock_refuses_second_run_and_rerun_resumes(faults: dict) -> None:
-    text = FAULTS.split("[pairs]")[0] + """
+    text = FAULTS.split("[pairs]", maxsplit=1)[0] + """
 [pairs]
 product = false
 include = [{ unsloth = "u", zoo = "z" }, { unsloth = "u-hang", zoo = "z", options = { timeout = 600 } }]
