@@ -29,6 +29,7 @@ nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["matrix"]
 nox.options.error_on_missing_interpreters = True
 
+pipeline.run_id()  # set once here, inherited by the session processes of `nox -j`
 CELLS = pipeline.cell_ids_or_exit()
 PYTHON = pipeline.load_matrix().options.python
 
@@ -40,7 +41,7 @@ def _guarded(session: nox.Session, fn, *args, **kwargs):
         session.error(str(exc))
 
 
-@nox.session(python=PYTHON, venv_backend="uv")
+@nox.session(python=PYTHON, venv_backend="uv", allow_parallel=True)
 @nox.parametrize("cell", [nox.param(c, id=c) for c in CELLS])
 def cell(session: nox.Session, cell: str) -> None:
     """Build one cell's env, install its pair (overrides), probe, write cell JSON."""
@@ -77,7 +78,8 @@ def pinned(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The harness's own tests. Pass pytest arguments after `--`."""
     session.install("-e", ".[test]")
-    session.run("pytest", *(session.posargs or ["-n", "2"]))
+    # The tests start runs of their own: they must not inherit this run's identity.
+    session.run("pytest", *(session.posargs or ["-n", "2"]), env={pipeline.RUN_ID_ENV: ""})
 
 
 @nox.session(python=PYTHON, venv_backend="uv")

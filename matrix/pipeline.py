@@ -82,14 +82,24 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
 
 
 _RUN_LOCKS: dict[Path, Any] = {}
+RUN_ID_ENV = "SKEWMATRIX_RUN_ID"
+
+
+def run_id() -> str:
+    """Identity of this run, shared by the parallel session processes nox spawns
+    (they inherit the environment of the process that loaded the noxfile)."""
+    value = os.environ.get(RUN_ID_ENV)
+    if not value:
+        value = os.environ[RUN_ID_ENV] = f"{os.getpid()}"
+    return value
 
 
 def acquire_run_lock(out: Path) -> None:
     """Hold ``OUT/.skewmatrix.lock`` for the life of this process.
 
-    nox runs every cell session and the fan-in report in one process, so a
-    second ``nox -s matrix`` (or any run) on the same output directory is
-    refused with the holder's pid instead of interleaving files.
+    A second run on the same output directory is refused with the holder's
+    pid instead of interleaving files. Processes of the *same* run (nox
+    ``-j`` runs each session in a subprocess) share the run id and cooperate.
     """
     import fcntl
 
@@ -97,6 +107,7 @@ def acquire_run_lock(out: Path) -> None:
     if out in _RUN_LOCKS:
         return
     out.mkdir(parents=True, exist_ok=True)
+    me = run_id()
     fh = (out / ".skewmatrix.lock").open("a+", encoding="utf-8")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,11 +115,13 @@ def acquire_run_lock(out: Path) -> None:
         fh.seek(0)
         holder = fh.read().strip() or "unknown"
         fh.close()
+        if holder == me:
+            return  # a sibling session process of this very run holds it
         raise RunLockedError(f"{out}: another skewmatrix run (pid {holder}) is using this output directory; "
                              "wait for it, or set SKEWMATRIX_OUT to another directory") from None
     fh.seek(0)
     fh.truncate()
-    fh.write(f"{os.getpid()}\n")
+    fh.write(f"{me}\n")
     fh.flush()
     _RUN_LOCKS[out] = fh
 

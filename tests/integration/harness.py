@@ -17,7 +17,8 @@ UNSLOTH = "2026.10.9"
 
 def nox_env(out: Path, matrix: Path | None = None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("SKEWMATRIX_MATRIX", "SKEWMATRIX_SHARD", "SKEWMATRIX_OUT", "GITHUB_STEP_SUMMARY")}
+           if k not in ("SKEWMATRIX_MATRIX", "SKEWMATRIX_SHARD", "SKEWMATRIX_OUT", "SKEWMATRIX_RUN_ID",
+                        "GITHUB_STEP_SUMMARY")}
     env["SKEWMATRIX_OUT"] = str(out)
     if matrix is not None:
         env["SKEWMATRIX_MATRIX"] = str(matrix)

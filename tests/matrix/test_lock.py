@@ -1,0 +1,42 @@
+"""The output-directory lock: a second run is refused, sibling session processes cooperate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from matrix import pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLD = ("import os, sys, time; from pathlib import Path; from matrix import pipeline; "
+        "pipeline.acquire_run_lock(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)")
+
+
+@pytest.fixture
+def holder(tmp_path: Path):
+    env = {"PATH": "/usr/bin:/bin", "SKEWMATRIX_RUN_ID": "run-A", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    yield tmp_path
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+
+
+def test_another_run_is_refused_with_the_holders_id(holder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKEWMATRIX_RUN_ID", "run-B")
+    monkeypatch.setattr(pipeline, "_RUN_LOCKS", {})
+    with pytest.raises(pipeline.RunLockedError, match=r"another skewmatrix run \(pid run-A\)"):
+        pipeline.acquire_run_lock(holder)
+
+
+def test_a_sibling_process_of_the_same_run_proceeds(holder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKEWMATRIX_RUN_ID", "run-A")
+    monkeypatch.setattr(pipeline, "_RUN_LOCKS", {})
+    start = time.monotonic()
+    pipeline.acquire_run_lock(holder)
+    assert time.monotonic() - start < 5
