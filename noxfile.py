@@ -5,6 +5,8 @@
   nox -s report          classify and render what the cells left in reports/out/
   nox -s report -- D...  merge the cell results of shard directories D... into one report
   nox -s pinned -- ...   check an existing env (--python PATH) or exact pins (-r FILE); exit 0/1/2
+  nox -s gate -- --unsloth SOURCE   release gate for a candidate unsloth; exit 0/1/2
+  nox -s scan -- ...     static verdicts for every release, without installing (scan.json, scan.md)
   nox -s tests           the harness's own test suite (unit + integration)
   nox -s lint            ruff
 
@@ -70,6 +72,26 @@ def pinned(session: nox.Session) -> None:
 
     out = pipeline.out_dir() / "pinned"
     code = _guarded(session, pinned_mod.main, list(session.posargs), out, log=print)
+    if code:
+        raise SystemExit(code)
+
+
+@nox.session(python=False)
+def gate(session: nox.Session) -> None:
+    """Release gate for a candidate unsloth: `-- --unsloth VERSION|PATH|git+URL@REF`; exit 0/1/2."""
+    from matrix import gate as gate_mod
+
+    code = _guarded(session, gate_mod.main, list(session.posargs), pipeline.out_dir() / "gate", log=print)
+    if code:
+        raise SystemExit(code)
+
+
+@nox.session(python=False)
+def scan(session: nox.Session) -> None:
+    """Statically classify every zoo and unsloth release without installing anything."""
+    from matrix import scan as scan_mod
+
+    code = scan_mod.main(list(session.posargs))
     if code:
         raise SystemExit(code)
 

@@ -174,6 +174,21 @@ def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[di
     return [found.get(c.id) or missing_cell(c, matrix) for c in cells]
 
 
+def attach_scan(rep: dict[str, Any], out: Path) -> None:
+    """When a scan (``scan.json``) sits in ``out``, compare its static verdicts with the cells'."""
+    path = out / "scan.json"
+    if not path.is_file():
+        return
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SkewmatrixError(f"{path}: unreadable scan result ({exc}); rerun `nox -s scan`") from exc
+    from matrix.scan import compare_with_cells
+
+    rep["scan"] = {"generated": doc.get("generated"), "first_fixed": (doc.get("timeline") or {}).get("first_fixed"),
+                   "comparisons": compare_with_cells(doc, rep["cells"])}
+
+
 class MergeError(SkewmatrixError):
     """Shard results that cannot be merged."""
 
@@ -196,6 +211,7 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)
     failing = frozenset(GuardState(s) for s in (fail_on or matrix.fail_on))
     rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing)
+    attach_scan(rep, out)
     out.mkdir(parents=True, exist_ok=True)
     if dirs:
         # A merged output directory carries its cells, so it can be re-rendered or merged again.

@@ -32,9 +32,8 @@ def first_fixed_zoo(out_dir: Path) -> str | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    value = data.get("first_fixed") if isinstance(data, dict) else None
-    if isinstance(value, dict):
-        value = value.get("version")
+    timeline = data.get("timeline") if isinstance(data, dict) else None
+    value = timeline.get("first_fixed") if isinstance(timeline, dict) else None
     return value if isinstance(value, str) else None
 
 

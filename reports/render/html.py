@@ -168,12 +168,29 @@ class HtmlRenderer(Renderer):
             self._grid(report),
             self._legend(report),
             "</div>",
+            self._scan(report),
             f'<h2 id="cells">Cells ({len(cells)})</h2>',
             *(self._details(e) for e in cells),
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
         return "\n".join(parts) + "\n"
+
+    def _scan(self, report: dict[str, Any]) -> str:
+        """The static scan (when one sat in the output directory) against each cell's dynamic verdict."""
+        scan = report.get("scan")
+        if not scan:
+            return ""
+        rows = []
+        for c in scan.get("comparisons", []):
+            bad = c.get("status") == "inconsistent"
+            rows.append(f'<tr class="{"row-fail" if bad else ""}"><td><code>{_e(c.get("cell_id"))}</code></td>'
+                        f'<td>{_e(c.get("zoo_version"))}</td><td>{_e(c.get("scan"))}</td>'
+                        f'<td>{_e(c.get("dynamic"))}</td><td>{"<b>" if bad else ""}{_e(c.get("status"))}'
+                        f'{"</b>" if bad else ""}</td><td>{_e(c.get("reason"))}</td></tr>')
+        return (f'<section id="scan"><h2>Static scan vs cells</h2><p>First fixed zoo release per the scan: '
+                f'<b>{_e(scan.get("first_fixed") or "none found")}</b>.</p>'
+                + _table(["cell", "zoo", "scan", "cell", "status", "reason"], rows) + "</section>")
 
     def _header(self, report: dict[str, Any]) -> str:
         cells = report.get("cells", [])

@@ -52,10 +52,26 @@ class MarkdownRenderer(Renderer):
         lines += [f"- zoo `{s.value}`: {ZOO_MEANING[s]}" for s in ZooState]
         lines += [f"- guard `{s.value}`: {GUARD_MEANING[s]}" for s in GuardState]
         lines += ["", f"Gate fails on: {', '.join(report['gate']['failing_states'])}.", "", "</details>", ""]
+        lines += self._scan(report)
         lines.append("## Cells")
         for e in report["cells"]:
             lines += ["", *self._details(e)]
         return "\n".join(lines) + "\n"
+
+    def _scan(self, report: dict[str, Any]) -> list[str]:
+        scan = report.get("scan")
+        if not scan:
+            return []
+        out = ["## Static scan vs cells", ""]
+        out.append(f"First fixed zoo release per the scan: {scan.get('first_fixed') or 'none found'}.")
+        bad = [c for c in scan["comparisons"] if c["status"] == "inconsistent"]
+        if bad:
+            out.append(f"**{len(bad)} cell(s) where the scan and the cell disagree: inconsistent.**")
+        out += ["", "| cell | zoo | scan | cell | status |", "|---|---|---|---|---|"]
+        for c in scan["comparisons"]:
+            status = f"**{c['status']}**" if c["status"] == "inconsistent" else c["status"]
+            out.append(f"| `{c['cell_id']}` | {c['zoo_version']} | {c['scan']} | {c['dynamic']} | {status} |")
+        return [*out, ""]
 
     def _details(self, e: dict[str, Any]) -> list[str]:
         c = e["classification"]

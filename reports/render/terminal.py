@@ -57,6 +57,9 @@ class TerminalRenderer(Renderer):
             c = e["classification"]
             if e.get("gate_fail"):
                 out.append(paint(c["guard"], f"  {e['cell_id']}: {c['guard']}: {c['guard_reason']}"))
+        for c in (report.get("scan") or {}).get("comparisons", []):
+            if c["status"] == "inconsistent":
+                out.append(paint("error", f"  INCONSISTENT {c['cell_id']}: {c['reason']}"))
         failed = report["gate"]["failed_cells"]
         out.append(f"gate: {len(failed)} of {len(report['cells'])} cell(s) in a failing state"
                    f" ({', '.join(report['gate']['failing_states'])})")
