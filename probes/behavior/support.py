@@ -1,0 +1,324 @@
+"""What the behaviour tests share: results, checks, the guard handle and kernel runs.
+
+A test is a function that receives a :class:`Context` and a :class:`Checks`;
+it records what it saw in ``checks.details``, states expectations with
+``checks.expect`` and raises :class:`NotApplicableError` when it does not
+apply. :func:`run_test` turns that into a :class:`TestResult` (a crash is a
+``fail`` carrying the exception text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Literal
+
+import torch
+
+from probes import kernel
+from probes.behavior import TITLES
+
+Outcome = Literal["pass", "fail", "n/a"]
+ATOL, RTOL = 1e-5, 1e-4
+
+
+class NotApplicableError(Exception):
+    """The test does not apply to this cell; the message is the reason."""
+
+
+@dataclass
+class TestResult:
+    id: str
+    title: str
+    outcome: Outcome
+    reason: str
+    duration_s: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "duration_s": round(self.duration_s, 4),
+            "details": self.details,
+        }
+
+
+class Checks:
+    """Expectations of one test: every failed one is named in the reason."""
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+        self.notes: list[str] = []
+        self.details: dict[str, Any] = {}
+
+    def expect(self, ok: bool, what: str) -> bool:
+        if not ok:
+            self.failed.append(what)
+        return ok
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def run_test(test_id: str, fn: Callable[[Checks], None], title: str | None = None) -> TestResult:
+    checks = Checks()
+    start = time.perf_counter()
+    try:
+        fn(checks)
+    except NotApplicableError as exc:
+        outcome: Outcome = "n/a"
+        reason = f"n/a: {exc}"
+    except Exception as exc:
+        checks.details["traceback"] = traceback.format_exc(limit=8)
+        # Expectations that failed before the crash usually name its cause.
+        outcome, reason = "fail", "; ".join([*checks.failed, f"crashed: {type(exc).__name__}: {exc}"])
+    else:
+        outcome = "fail" if checks.failed else "pass"
+        reason = "; ".join(checks.failed) if checks.failed else "ok"
+    if checks.notes and outcome != "n/a":
+        reason += " (" + "; ".join(checks.notes) + ")"
+    return TestResult(test_id, title or TITLES.get(test_id, test_id), outcome, reason,
+                      time.perf_counter() - start, checks.details)
+
+
+# ---------------------------------------------------------------- the kernel
+
+
+def fused_class() -> type:
+    return getattr(kernel.ce_module(), kernel.FUNCTION_NAME)  # type: ignore[no-any-return]
+
+
+def forward_entry() -> Any:
+    """The class-dict entry of ``UnslothFusedLoss.forward`` (a staticmethod for zoo's own)."""
+    return fused_class().__dict__["forward"]
+
+
+def fingerprint(fn: Any) -> dict[str, Any]:
+    """Where a forward function comes from, comparable across processes."""
+    fn = fn.__func__ if isinstance(fn, staticmethod) else fn
+    code = getattr(fn, "__code__", None)
+    try:
+        signature = str(inspect.signature(fn))
+    except (TypeError, ValueError) as exc:
+        signature = f"<no signature: {exc}>"
+    return {
+        "module": getattr(fn, "__module__", None),
+        "qualname": getattr(fn, "__qualname__", None),
+        "file": getattr(code, "co_filename", None),
+        "line": getattr(code, "co_firstlineno", None),
+        "code_sha256": hashlib.sha256(code.co_code).hexdigest() if code is not None else None,
+        "signature": signature,
+    }
+
+
+def is_zoo_forward(fn: Any, raw: dict[str, Any] | None) -> bool:
+    """Black-box: is ``fn`` zoo's own forward (not a replacement)?"""
+    fp = fingerprint(fn)
+    if raw is not None:
+        keys = ("file", "line", "code_sha256", "qualname")
+        return all(fp[k] == raw.get(k) for k in keys)
+    return fp["file"] == getattr(kernel.ce_module(), "__file__", object())
+
+
+@dataclass
+class Run:
+    loss: torch.Tensor
+    grads: dict[str, torch.Tensor | None]
+    summary: dict[str, Any]
+
+
+def call_function(batch: kernel.Batch, *, torch_compile: bool, extra_kwargs: dict[str, Any]) -> torch.Tensor:
+    """The ``function`` route with ``extra_kwargs`` (kernel.call passes none)."""
+    m = kernel.ce_module()
+    return m.apply_autograd_function(  # type: ignore[no-any-return]
+        getattr(m, kernel.FUNCTION_NAME),
+        {
+            "loss_function": m.compute_fused_ce_loss,
+            "hidden_states": batch.hidden,
+            "lm_head_weight": batch.weight,
+            "lm_head_bias": batch.bias,
+            "labels": batch.labels,
+            "mask": batch.mask,
+            "n_items": batch.n_items,
+            "scaling": None,
+            "shift_labels": batch.shift_labels,
+            "target_gb": kernel.TARGET_GB,
+            "torch_compile": torch_compile,
+            "overwrite": False,
+            "extra_kwargs": dict(extra_kwargs),
+        },
+    )
+
+
+def execute(
+    batch: kernel.Batch,
+    *,
+    torch_compile: bool,
+    route: str = "function",
+    extra_kwargs: dict[str, Any] | None = None,
+) -> Run:
+    """Forward and backward once; keep the loss, every gradient and the summary."""
+    if extra_kwargs:
+        loss = call_function(batch, torch_compile=torch_compile, extra_kwargs=extra_kwargs)
+    else:
+        loss = kernel.call(batch, route, torch_compile=torch_compile)
+    summary = kernel.outcome(loss, batch)
+    grads: dict[str, torch.Tensor | None] = {}
+    for name, t in (("hidden", batch.hidden), ("weight", batch.weight), ("bias", batch.bias)):
+        if t is not None and t.requires_grad:
+            grads[name] = None if t.grad is None else t.grad.detach().clone()
+    return Run(loss.detach().clone(), grads, summary)
+
+
+def reference(batch: kernel.Batch) -> Run:
+    loss = kernel.reference_loss(batch)
+    loss.backward()
+    grads: dict[str, torch.Tensor | None] = {}
+    for name, t in (("hidden", batch.hidden), ("weight", batch.weight), ("bias", batch.bias)):
+        if t is not None and t.requires_grad:
+            grads[name] = None if t.grad is None else t.grad.detach().clone()
+    return Run(loss.detach().clone(), grads, {"loss": float(loss.detach())})
+
+
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and values, NaN equal to NaN (torch.equal says NaN != NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def same_run(a: Run, b: Run) -> list[str]:
+    """What differs between two runs, bit for bit; empty when nothing does."""
+    diffs = []
+    if not identical(a.loss, b.loss):
+        diffs.append(f"loss {float(a.loss)!r} vs {float(b.loss)!r}")
+    for name in sorted(set(a.grads) | set(b.grads)):
+        ga, gb = a.grads.get(name), b.grads.get(name)
+        if (ga is None) != (gb is None):
+            diffs.append(f"grad {name} present in one run only")
+        elif ga is not None and gb is not None and not identical(ga, gb):
+            diffs.append(f"grad {name} differs (max abs {float((ga - gb).abs().max())!r})")
+    return diffs
+
+
+def close_run(a: Run, ref: Run) -> list[str]:
+    """What is not close (atol 1e-5, rtol 1e-4) to the unchunked reference."""
+    diffs = []
+    if not torch.allclose(a.loss.float(), ref.loss.float(), atol=ATOL, rtol=RTOL):
+        diffs.append(f"loss {float(a.loss)!r} vs reference {float(ref.loss)!r}")
+    for name, gr in ref.grads.items():
+        ga = a.grads.get(name)
+        if ga is None or gr is None:
+            diffs.append(f"grad {name} missing")
+        elif not torch.allclose(ga.float(), gr.float(), atol=ATOL, rtol=RTOL):
+            diffs.append(f"grad {name} not close to reference")
+    return diffs
+
+
+def is_zero_answer(run: Run) -> list[str]:
+    """Why ``run`` is not loss exactly 0.0 with every gradient present, finite and 0."""
+    problems = []
+    value = float(run.loss)
+    if not math.isfinite(value):
+        problems.append(f"loss {value!r}")
+    elif value != 0.0:
+        problems.append(f"loss {value!r}, expected 0.0")
+    if not run.grads:
+        problems.append("no input requires grad")
+    for name, g in run.grads.items():
+        if g is None:
+            problems.append(f"grad {name} absent")
+        elif not bool(torch.isfinite(g).all()):
+            problems.append(f"grad {name} not finite")
+        elif not bool((g == 0).all()):
+            problems.append(f"grad {name} not zero")
+    return problems
+
+
+# ---------------------------------------------------------------- the guard
+
+
+@dataclass
+class Guard:
+    """The guard protocol module of this cell, if any, and what happened loading it."""
+
+    name: str
+    module: ModuleType | None
+    error: str | None = None
+    installed_at_load: bool | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.module is not None
+
+    def hook(self, name: str) -> Callable[[], Any] | None:
+        fn = getattr(self.module, name, None) if self.module is not None else None
+        return fn if callable(fn) else None
+
+    def require(self, name: str) -> Callable[[], Any]:
+        fn = self.hook(name)
+        if fn is not None:
+            return fn
+        if self.module is None:
+            raise NotApplicableError("no guard in this build")
+        raise NotApplicableError(f"guard exposes no {name}()")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "found": self.found,
+            "file": getattr(self.module, "__file__", None),
+            "hooks": [h for h in ("install", "uninstall", "is_installed", "zoo_needs_guard") if self.hook(h)],
+            "error": self.error,
+            "installed_at_load": self.installed_at_load,
+        }
+
+
+def load_guard(name: str, file: str | None) -> Guard:
+    """Import the guard module; with ``file``, load it from there and install it (simulates a backport)."""
+    if file is None:
+        try:
+            return Guard(name, importlib.import_module(name))
+        except ImportError as exc:
+            return Guard(name, None, f"{type(exc).__name__}: {exc}")
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        return Guard(name, None, f"cannot load {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    guard = Guard(name, module)
+    install = guard.hook("install")
+    if install is not None:
+        guard.installed_at_load = bool(install())
+    return guard
+
+
+@contextlib.contextmanager
+def unguarded(guard: Guard) -> Iterator[None]:
+    """uninstall() for the body, install() after it: the same zoo without the guard."""
+    uninstall, install = guard.require("uninstall"), guard.require("install")
+    uninstall()
+    try:
+        yield
+    finally:
+        install()
+
+
+def mapping_cache() -> Any:
+    """zoo's functools.cache behind apply_autograd_function, or None."""
+    cached = getattr(kernel.ce_module(), "_get_mapping", None)
+    return cached if hasattr(cached, "cache_info") else None
