@@ -1,28 +1,25 @@
 """``python -m probes``: run every probe of one cell and write its probe JSON.
 
 Runs inside the cell env, in the cell's own working directory (``import
-unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). Steps:
+unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). In order:
 
-1. ``static``   -- in this process: AST of the installed forward, no import;
-2. ``runtime``  -- subprocess, zoo only (never ``import unsloth``): raw kernel;
-3. ``guard``    -- subprocess, after ``import unsloth``: forward identity and
-                   the all-masked call through the public entry points;
-4. ``behavior`` -- the behaviour suite (``probes.behavior``), when present.
+1. ``static`` -- in this process: AST of the installed forward, no import;
+2. the ``raw`` phase (``probes.phases``) -- a process that never imports
+   unsloth: the runtime detector and behaviour test 1;
+3. the ``unsloth`` phase -- a process that imports unsloth first: the guard
+   probe, then behaviour tests 2-13 and the extra probes (by default it runs
+   alongside the raw phase and waits for its findings before the tests).
 
-Each subprocess writes its own JSON; a process that times out, dies from a
-signal or exits non-zero is recorded with its exit status and log tail, and
-the remaining steps still run. Output: one JSON file (``--out``).
+The probe JSON reports three steps, ``runtime``, ``guard`` and ``behavior``
+(each with status ``ok``/``error``/``crash``/``timeout``/``skipped``, its
+seconds, the process that ran it, and its result); after a phase that hung,
+the next one is skipped to keep the cell within its time budget.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
-import os
 import platform
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +27,7 @@ from typing import Any
 
 from probes import static
 from probes.common import write_json
+from probes.phases import run_both_forked, run_both_spawned
 
 SCHEMA = "skewmatrix.probes/1"
 LOG = "probes.log"
@@ -43,49 +41,25 @@ def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(lines[-n:])
 
 
-def run_step(name: str, module: str, args: list[str], env_extra: dict[str, str], drop_env: tuple[str, ...],
-             timeout: float, workdir: Path) -> dict[str, Any]:
-    """Run ``python -m module`` with a result file; judge it by exit code and file together."""
-    out = workdir / f"{name}.json"
-    out.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in drop_env}
-    env.update(env_extra)
-    log = workdir / LOG
-    start = time.perf_counter()
-    step: dict[str, Any] = {"name": name}
-    with log.open("a", encoding="utf-8") as fh:
-        fh.write(f"\n===== {name}: {sys.executable} -m {module} {' '.join(args)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run([sys.executable, "-m", module, "--out", str(out), *args], stdout=fh,
-                                  stderr=subprocess.STDOUT, env=env, cwd=workdir, timeout=timeout, check=False)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            rc = None
-    step["seconds"] = round(time.perf_counter() - start, 3)
-    step["returncode"] = rc
-    if rc is None:
-        step.update(status="timeout", reason=f"{name} did not finish within {timeout:.0f} s")
-    elif rc < 0:
-        sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        step.update(status="crash", signal=sig, reason=f"{name} was killed by {sig}")
-    result = None
-    if out.is_file():
-        try:
-            result = json.loads(out.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            step.update(status="crash", reason=f"{name} wrote an unreadable result: {exc}")
-    if "status" not in step:
-        if result is None:
-            step.update(status="error", reason=f"{name} exited {rc} without a result")
-        elif rc != 0 or not result.get("ok", True):
-            step.update(status="error", reason=(result or {}).get("error", f"{name} exited {rc}").splitlines()[0])
+def _split(phase: dict[str, Any], parts: list[tuple[str, str, str]], log: Path) -> list[dict[str, Any]]:
+    """Turn one phase process into the steps it ran: (step name, result key, seconds key)."""
+    steps = []
+    result = phase.get("result") or {}
+    for name, key, seconds_key in parts:
+        step: dict[str, Any] = {"name": name, "process": phase["name"], "returncode": phase["returncode"]}
+        part = result.get(key) if phase["status"] == "ok" else None
+        step["seconds"] = result.get(seconds_key, phase["seconds"]) if part is not None else phase["seconds"]
+        if phase["status"] != "ok":
+            step.update(status=phase["status"], reason=phase["reason"], result=None, log_tail=_tail(log))
+            if "signal" in phase:
+                step["signal"] = phase["signal"]
+        elif part is None or part.get("ok") is False:
+            reason = str((part or {}).get("error") or f"{name} left no result").splitlines()[0]
+            step.update(status="error", reason=reason, result=part, log_tail=_tail(log))
         else:
-            step["status"] = "ok"
-    if step["status"] != "ok":
-        step["log_tail"] = _tail(log)
-    step["result"] = result
-    return step
+            step.update(status="ok", result=part)
+        steps.append(step)
+    return steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,53 +69,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", choices=("on", "off", "auto"), default="auto")
     ap.add_argument("--cpu-mode", choices=("allow-cpu", "cpu-backend"), default="allow-cpu")
     ap.add_argument("--step-timeout", type=float, default=900.0, help="seconds per probe process")
-    ap.add_argument("--no-behavior", action="store_true", help="skip the behaviour suite")
+    ap.add_argument("--isolation", choices=("fork", "spawn"), default="fork",
+                    help="fork: import torch once and fork each phase (default); spawn: fresh interpreters")
     args = ap.parse_args(argv)
 
     workdir = Path.cwd()
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    compile_on = args.compile == "on" or (args.compile == "auto" and device == "cuda")
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "python": platform.python_version(),
-        "executable": sys.executable,
-        "device": device,
-        "compile": "on" if compile_on else "off",
-        "cpu_mode": args.cpu_mode,
-        "steps": [],
-    }
+    log = workdir / LOG
+    report: dict[str, Any] = {"schema": SCHEMA, "python": platform.python_version(), "executable": sys.executable,
+                              "cpu_mode": args.cpu_mode, "isolation": args.isolation, "steps": []}
     start = time.perf_counter()
     report["static"] = static.detect_installed().to_dict()
     report["static_s"] = round(time.perf_counter() - start, 3)
 
-    raw_env = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
-    if args.cpu_mode == "allow-cpu":
-        unsloth_env, drop = {"UNSLOTH_ALLOW_CPU": "1"}, ("UNSLOTH_IS_PRESENT",)
+    start = time.perf_counter()
+    if args.isolation == "fork" or args.device == "auto":
+        import torch  # shared by both forked phases: the largest import they have in common
+
+        report["torch_import_s"] = round(time.perf_counter() - start, 3)
+        cuda = torch.cuda.is_available()
     else:
-        unsloth_env, drop = {}, ("UNSLOTH_IS_PRESENT", "UNSLOTH_ALLOW_CPU")
-    steps = [
-        ("runtime", "probes.runtime", ["--device", device], raw_env, ()),
-        ("guard", "probes.guard", ["--device", device, "--compile", "on" if compile_on else "off"], unsloth_env, drop),
-    ]
-    if not args.no_behavior and importlib.util.find_spec("probes.behavior.__main__") is not None:
-        steps.append(("behavior", "probes.behavior",
-                      ["--device", device, "--compile", "on" if compile_on else "off", "--phase", "all"],
-                      unsloth_env, drop))
-    hung = None
-    for name, module, extra, env_extra, drop_env in steps:
-        if hung is not None:
-            # A step that hung would hang again: keep the cell within its time budget.
-            report["steps"].append({"name": name, "status": "skipped", "seconds": 0.0, "returncode": None,
-                                    "reason": f"not run: {hung} timed out", "result": None})
-            continue
-        step = run_step(name, module, extra, env_extra, drop_env, args.step_timeout, workdir)
-        report["steps"].append(step)
-        if step["status"] == "timeout":
-            hung = name
+        cuda = False
+    device = ("cuda" if cuda else "cpu") if args.device == "auto" else args.device
+    compile_on = args.compile == "on" or (args.compile == "auto" and device == "cuda")
+    report.update(device=device, compile="on" if compile_on else "off")
+    runner = run_both_forked if args.isolation == "fork" else run_both_spawned
+    raw, uns = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout)
+    report["steps"] += _split(raw, [("runtime", "runtime", "runtime_s")], log)
+    if uns is None:
+        for name in ("guard", "behavior"):
+            report["steps"].append({"name": name, "process": "unsloth", "status": "skipped", "seconds": 0.0,
+                                    "returncode": None, "reason": "not run: the raw phase timed out",
+                                    "result": None})
+    else:
+        report["steps"] += _split(uns, [("guard", "guard", "guard_s"), ("behavior", "behavior", "behavior_s")], log)
+    report["phases_s"] = round(time.perf_counter() - start, 3)
     write_json(args.out, report)
     return 0
 

@@ -103,9 +103,8 @@ def before_phase(args: argparse.Namespace, torch_compile: bool) -> dict[str, Any
 
 def spawn_before(args: argparse.Namespace, torch_compile: bool) -> tuple[dict[str, Any] | None, TestResult]:
     """Run the before phase in a child process that never imports unsloth."""
-    root = str(Path(__file__).resolve().parents[2])
+    # PYTHONPATH is inherited as is: in a cell it exposes `probes` and nothing else of the repo.
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     env.update(RAW_ENV)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="behavior-before-") as tmp:

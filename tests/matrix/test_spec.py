@@ -64,9 +64,10 @@ def test_good_matrix_expands_full_product_in_order(tmp_path: Path) -> None:
     assert m.cells[0].zoo.describe() == "pypi 2026.9.3"
 
 
-def test_default_matrix_is_two_cells() -> None:
+def test_default_matrix_is_six_cells() -> None:
     m = spec.load(spec.DEFAULT_MATRIX, check_index=False)
-    assert [c.id for c in m.cells] == ["u2026.10.9__z2026.9.3", "u2026.10.9__z2026.10.9"]
+    assert [c.id for c in m.cells] == [f"{u}__{z}" for u in ("u2026.10.9", "u2026.10.9-guard")
+                                      for z in ("z2026.9.3", "z2026.9.3-fix", "z2026.10.9")]
 
 
 def test_toml_syntax_error_gives_line_and_column(tmp_path: Path) -> None:

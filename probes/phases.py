@@ -1,0 +1,263 @@
+"""The two probe processes of a cell, and how they are started.
+
+* ``raw``: never imports unsloth. Zoo alone (``UNSLOTH_IS_PRESENT=1
+  UNSLOTH_ALLOW_CPU=1``): the runtime detector and behaviour test 1.
+* ``unsloth``: ``import unsloth`` first, then the guard-presence probe (the
+  forward as import left it) and behaviour tests 2-13 with the extras. It
+  reads the raw phase's result (zoo's own forward, the raw verdict).
+
+Isolation (``--isolation``):
+
+* ``fork`` (default): the parent imports torch once, then forks both phases
+  at once. Neither child pays torch's import, the largest shared cost of a
+  cell, and unsloth's import overlaps zoo's; the unsloth phase waits for the
+  raw phase's findings only before its behaviour tests. Neither child
+  inherits zoo or unsloth, and the environment each needs is set in the
+  child before anything reads it.
+* ``spawn``: a fresh interpreter per phase, one after the other (``python
+  -m probes.phases``). Slower; kept to check that forking changes no verdict.
+
+A child reports through its JSON file and its exit status, both judged by the
+parent: a timeout kills it (``timeout``), a signal is a ``crash`` with the
+signal's name, a missing or unreadable file is an ``error``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from probes.common import error_text, write_json
+
+RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
+RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
+
+
+def phase_env(phase: str, cpu_mode: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(variables to set, variables to drop) for a phase."""
+    if phase == "raw":
+        return dict(RAW_ENV), ()
+    if cpu_mode == "allow-cpu":
+        return {"UNSLOTH_ALLOW_CPU": "1"}, ("UNSLOTH_IS_PRESENT",)
+    return {}, ("UNSLOTH_IS_PRESENT", "UNSLOTH_ALLOW_CPU")
+
+
+def _behavior_args(device: str, torch_compile: bool, phase: str) -> argparse.Namespace:
+    from probes.behavior import DEFAULT_GUARD_MODULE
+
+    return argparse.Namespace(device=device, compile="on" if torch_compile else "off",
+                              guard_module=DEFAULT_GUARD_MODULE, guard_file=None, phase=phase)
+
+
+def run_raw(device: str, torch_compile: bool, workdir: Path) -> dict[str, Any]:
+    """Runtime detector, then behaviour test 1, in a process without unsloth."""
+    from probes import runtime
+    from probes.behavior.__main__ import before_phase
+
+    out: dict[str, Any] = {}
+    start = time.perf_counter()
+    try:
+        out["runtime"] = {**runtime.run(device), "ok": True}
+    except Exception as exc:  # kept as the runtime step's error; test 1 still runs
+        out["runtime"] = {"ok": False, "error": error_text(exc)}
+    out["runtime_s"] = round(time.perf_counter() - start, 3)
+    start = time.perf_counter()
+    out["behavior_before"] = before_phase(_behavior_args(device, torch_compile, "before"), torch_compile)
+    out["behavior_before_s"] = round(time.perf_counter() - start, 3)
+    return out
+
+
+def run_unsloth(device: str, torch_compile: bool, workdir: Path) -> dict[str, Any]:
+    """``import unsloth``, the guard probe, then behaviour tests 2-13 and the extras."""
+    from probes import guard
+    from probes.behavior.__main__ import _placeholder, after_phase
+    from probes.behavior.support import TestResult
+
+    out: dict[str, Any] = {}
+    start = time.perf_counter()
+    out["guard"] = {**guard.run(device, torch_compile), "ok": True}  # imports unsloth
+    out["guard_s"] = round(time.perf_counter() - start, 3)
+    # The behaviour tests need the raw phase's findings (zoo's own forward, the raw verdict).
+    start = time.perf_counter()
+    while not (workdir / RAW_DONE).exists():
+        time.sleep(0.05)
+    out["waited_for_raw_s"] = round(time.perf_counter() - start, 3)
+    raw_file = workdir / "raw.json"
+    try:
+        raw = json.loads(raw_file.read_text(encoding="utf-8")) if raw_file.is_file() else {}
+    except ValueError:
+        raw = {}
+    before = raw.get("behavior_before")
+    if before:
+        t = before["tests"][0]
+        first = TestResult(t["id"], t["title"], t["outcome"], t["reason"], t["duration_s"], t["details"])
+    else:
+        first = _placeholder("01-before", "the raw phase left no result", "fail")
+    start = time.perf_counter()
+    out["behavior"] = after_phase(_behavior_args(device, torch_compile, "all"), torch_compile, before, first)
+    out["behavior_s"] = round(time.perf_counter() - start, 3)
+    return out
+
+
+PHASES: dict[str, Callable[[str, bool, Path], dict[str, Any]]] = {"raw": run_raw, "unsloth": run_unsloth}
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _finish(name: str, status_code: int | None, out: Path, started: float, timeout: float) -> dict[str, Any]:
+    """Judge a finished (or killed) phase by its exit status and its result file together."""
+    step: dict[str, Any] = {"name": name, "seconds": round(time.perf_counter() - started, 3), "returncode": status_code}
+    result = None
+    if status_code is None:
+        step.update(status="timeout", reason=f"{name} did not finish within {timeout:.0f} s")
+    elif status_code < 0:
+        sig = _signal_name(-status_code)
+        step.update(status="crash", signal=sig, reason=f"{name} was killed by {sig}")
+    if out.is_file():
+        try:
+            result = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            step.setdefault("status", "crash")
+            step.setdefault("reason", f"{name} wrote an unreadable result: {exc}")
+    if "status" not in step:
+        if result is None:
+            step.update(status="error", reason=f"{name} exited {status_code} without a result")
+        elif status_code != 0 or result.get("ok") is False:
+            first = str(result.get("error") or f"{name} exited {status_code}").splitlines()[0]
+            step.update(status="error", reason=first)
+        else:
+            step["status"] = "ok"
+    step["result"] = result
+    return step
+
+
+def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path) -> int:
+    """Fork a child that runs phase ``name``; return its pid."""
+    out = workdir / f"{name}.json"
+    out.unlink(missing_ok=True)
+    set_env, drop = phase_env(name, cpu_mode)
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"\n===== {name} (forked from pid {os.getpid()})\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1  # child from here on: never returns
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        for key in drop:
+            os.environ.pop(key, None)
+        os.environ.update(set_env)
+        try:
+            data = {**PHASES[name](device, torch_compile, workdir), "ok": True}
+            code = 0
+        except BaseException as exc:  # the phase's own failure is a finding, kept in its JSON
+            data = {"ok": False, "error": error_text(exc)}
+            print(error_text(exc), file=sys.stderr)
+        write_json(out, data)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def wait_forked(name: str, pid: int, workdir: Path, started: float, timeout: float) -> dict[str, Any]:
+    """Wait for a forked phase; kill it at its deadline."""
+    deadline = started + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return _finish(name, os.waitstatus_to_exitcode(status), workdir / f"{name}.json", started, timeout)
+        if time.perf_counter() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return _finish(name, None, workdir / f"{name}.json", started, timeout)
+        time.sleep(0.05)
+
+
+def run_both_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
+                    timeout: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Both phases at once: unsloth's import overlaps zoo's raw import; the behaviour tests
+    in the unsloth phase then wait for the raw phase's findings (``raw.done``)."""
+    (workdir / RAW_DONE).unlink(missing_ok=True)
+    started = time.perf_counter()
+    raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log)
+    uns_pid = start_forked("unsloth", device, torch_compile, cpu_mode, workdir, log)
+    raw = wait_forked("raw", raw_pid, workdir, started, timeout)
+    (workdir / RAW_DONE).write_text(raw["status"] + "\n", encoding="utf-8")
+    if raw["status"] == "timeout":  # what hung once would hang again: keep the cell in its budget
+        os.kill(uns_pid, signal.SIGKILL)
+        os.waitpid(uns_pid, 0)
+        return raw, None
+    return raw, wait_forked("unsloth", uns_pid, workdir, started, timeout)
+
+
+def run_both_spawned(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
+                     timeout: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The phases one after the other, each in a fresh interpreter."""
+    (workdir / RAW_DONE).unlink(missing_ok=True)
+    raw = run_spawned("raw", device, torch_compile, cpu_mode, workdir, log, timeout)
+    (workdir / RAW_DONE).write_text(raw["status"] + "\n", encoding="utf-8")
+    if raw["status"] == "timeout":
+        return raw, None
+    return raw, run_spawned("unsloth", device, torch_compile, cpu_mode, workdir, log, timeout)
+
+
+def run_spawned(name: str, device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
+                timeout: float) -> dict[str, Any]:
+    out = workdir / f"{name}.json"
+    out.unlink(missing_ok=True)
+    set_env, drop = phase_env(name, cpu_mode)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(set_env)
+    argv = [sys.executable, "-m", "probes.phases", name, "--out", str(out), "--device", device,
+            "--compile", "on" if torch_compile else "off"]
+    started = time.perf_counter()
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"\n===== {name}: {' '.join(argv[1:])}\n")
+        fh.flush()
+        try:
+            code: int | None = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=workdir,
+                                              timeout=timeout, check=False).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    return _finish(name, code, out, started, timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m probes.phases raw|unsloth --out FILE``: one phase in this interpreter (spawn isolation)."""
+    ap = argparse.ArgumentParser(prog="python -m probes.phases")
+    ap.add_argument("phase", choices=sorted(PHASES))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--compile", choices=("on", "off"), default="off")
+    args = ap.parse_args(argv)
+    try:
+        data = {**PHASES[args.phase](args.device, args.compile == "on", Path.cwd()), "ok": True}
+        code = 0
+    except Exception as exc:
+        data = {"ok": False, "error": error_text(exc)}
+        print(error_text(exc), file=sys.stderr)
+        code = 1
+    write_json(args.out, data)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
