@@ -2,9 +2,10 @@
 
 Read straight from the env's ``*.dist-info`` folders (no import, no pip):
 name, version, the installer's ``direct_url.json`` (local wheels and
-backports), the wheel tags, and ``tree_sha256`` -- the sha256 of the
-distribution's RECORD, which itself lists the sha256 of every installed
-file, so it is a digest of the installed tree. For the packages under test
+backports), the wheel tags, and ``tree_sha256`` -- a digest of the
+distribution's RECORD rows (each the sha256 of one installed file), so a
+digest of the installed tree that does not depend on where the env lives
+(see ``tree_digest``). For the packages under test
 and torch installed from the index, ``wheel_sha256`` is the index's sha256
 of the exact wheel file (matched by the WHEEL tags).
 """
@@ -35,12 +36,32 @@ def site_packages(env_dir: Path) -> Path:
     return found[0]
 
 
+def tree_digest(record: Path) -> str:
+    """sha256 over the RECORD rows of files inside site-packages.
+
+    Rows for files outside it (``../../../bin/...``: console scripts whose
+    shebang names the env) are left out, so the same distribution installed
+    in two envs has the same digest; so are the rows of RECORD itself and of
+    the installer's own files, which name no content.
+    """
+    rows = []
+    for line in record.read_text(encoding="utf-8", errors="replace").splitlines():
+        path = line.split(",", 1)[0]
+        if not path or path.startswith("../") or path.endswith(("/RECORD", "/INSTALLER", "/REQUESTED",
+                                                                  "/direct_url.json", "/uv_cache.json")):
+            continue
+        if path.endswith(".pyc"):
+            continue
+        rows.append(line)
+    return hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()
+
+
 def read_dist(dist_info: Path) -> dict[str, Any]:
     meta = Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8", errors="replace"),
                              headersonly=True)
     entry: dict[str, Any] = {"name": meta["Name"], "version": meta["Version"]}
     record = dist_info / "RECORD"
-    entry["tree_sha256"] = hashlib.sha256(record.read_bytes()).hexdigest() if record.is_file() else None
+    entry["tree_sha256"] = tree_digest(record) if record.is_file() else None
     wheel = dist_info / "WHEEL"
     if wheel.is_file():
         tags = set()

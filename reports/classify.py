@@ -173,14 +173,16 @@ def classify(cell: dict[str, Any]) -> Classification:
             return out(GuardState.MISSING, f"{why}; the all-masked loss through the public entry is "
                        f"{(g.get('routes') or {}).get('public', {}).get('loss')}")
         if not finite:
-            return out(GuardState.BROKEN, "a guard replaced the forward but the all-masked call is still not finite")
+            return out(GuardState.BROKEN, "a guard replaced the forward but the all-masked call is still not finite"
+                       + (f"; behaviour tests failing: {fails}" if fails else ""))
         if counts.failed:
             return out(GuardState.BROKEN, f"behaviour tests failing: {fails}")
         return out(GuardState.ACTIVATES, "a guard replaced the forward; the all-masked loss is finite"
                    + (f"; behaviour {counts.label()}" if counts.total else ""))
     # zoo fixed
     if replaced:
-        return out(GuardState.BROKEN, "a guard replaced the forward of a zoo that carries the fix")
+        return out(GuardState.BROKEN, "a guard replaced the forward of a zoo that carries the fix"
+                   + (f"; behaviour tests failing: {fails}" if fails else ""))
     if not finite:
         return out(GuardState.BROKEN if present else GuardState.ERROR,
                    "the zoo is fixed by both detectors but the all-masked call after import unsloth is not finite")

@@ -10,6 +10,7 @@ against the index), then edited and repacked. The digest is the new wheel's.
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -25,6 +26,13 @@ from matrix.sources.base import BuildSource, Materialized, sha256_file
 from matrix.sources.pypi import PypiSource
 
 BACKPORTS_DIR = Path(__file__).resolve().parent.parent / "backports"
+WHEEL_CACHE_ENV = "SKEWMATRIX_WHEEL_CACHE"
+
+
+def wheel_cache() -> Path:
+    """Where base wheels of backports are kept between runs (checked against the index's sha256 on reuse)."""
+    value = os.environ.get(WHEEL_CACHE_ENV, "").strip()
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "skewmatrix" / "wheels"
 
 
 def download_wheel(package: str, version: str, dest: Path, index: IndexClient | None = None) -> Path:
@@ -45,7 +53,7 @@ def download_wheel(package: str, version: str, dest: Path, index: IndexClient | 
             page = index._page(package)
             href = next(x["url"] for x in page["files"] if x["filename"] == f.filename)
             href = urllib.parse.urljoin(url, href)
-            tmp = target.with_suffix(".part")
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.part")  # parallel cells share the cache
             with urllib.request.urlopen(href, timeout=120) as resp, tmp.open("wb") as fh:
                 fh.write(resp.read())
             tmp.replace(target)
@@ -95,7 +103,7 @@ class BackportSource(BuildSource):
         if self.base_source is None:
             raise BuildError(f"backport {self.backport}: base build {self.base!r} was not resolved")
         if isinstance(self.base_source, PypiSource):
-            base_wheel = download_wheel(self.package, self.base_source.version, workdir / "base")
+            base_wheel = download_wheel(self.package, self.base_source.version, wheel_cache())
             base_digest = sha256_file(base_wheel)
         else:
             m = self.base_source.materialize(workdir / "base")

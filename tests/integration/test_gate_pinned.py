@@ -1,0 +1,93 @@
+"""Release gating and pinned environments on real builds, with their exit codes 0, 1 and 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from matrix.tools import uv_bin
+from tests.integration.harness import UNSLOTH, explain, run_nox
+
+pytestmark = pytest.mark.integration
+
+
+def test_gate_passes_a_candidate_whose_floor_is_fixed(tmp_path: Path) -> None:
+    proc = run_nox(tmp_path / "envs", "-s", "gate", "--", "--unsloth", UNSLOTH, "--below", "0", out=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    report = json.loads((tmp_path / "gate" / "report.json").read_text())
+    assert [c["cell_id"] for c in report["cells"]] == [f"candidate__z{UNSLOTH}"]
+    assert "gate: exit 0 (pass)" in proc.stdout
+
+
+def test_gate_fails_a_candidate_whose_floor_is_vulnerable(tmp_path: Path) -> None:
+    # unsloth 2026.10.5 admits zoo >= 2026.10.5, a release the scan finds vulnerable.
+    proc = run_nox(tmp_path / "envs", "-s", "gate", "--", "--unsloth", "2026.10.5", "--below", "0", out=tmp_path)
+    assert proc.returncode == 1, explain(proc)
+    report = json.loads((tmp_path / "gate" / "report.json").read_text())
+    states = {c["cell_id"]: c["classification"]["guard"] for c in report["cells"]}
+    assert states["candidate__z2026.10.5"] == "missing"
+    assert states[f"candidate__z{UNSLOTH}"] == "not-needed"
+    scan = json.loads((tmp_path / "gate" / "scan.json").read_text())
+    assert "gate: zoo 2026.10.5: admitted floor" in proc.stdout
+    assert f"unsloth_zoo>={scan['timeline']['first_fixed']}" in proc.stdout  # the remedy names the fix
+
+
+def test_gate_errors_when_the_candidate_cannot_be_built(tmp_path: Path) -> None:
+    broken = tmp_path / "broken-unsloth"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text('[project]\nname = "unsloth"\nversion = "0"\ndynamic = ["nonsense"]\n'
+                                           '[build-system]\nrequires = ["setuptools>=68"]\n'
+                                           'build-backend = "setuptools.build_meta"\n')
+    proc = run_nox(tmp_path / "envs", "-s", "gate", "--", "--unsloth", str(broken), "--below", "0",
+                   out=tmp_path / "out")
+    assert proc.returncode == 2, explain(proc)
+    report = json.loads((tmp_path / "out" / "gate" / "report.json").read_text())
+    assert {c["classification"]["guard"] for c in report["cells"]} == {"error"}
+    assert all(c["error"]["kind"] == "build" for c in report["cells"])
+
+
+def test_pinned_probes_an_existing_env_in_place(tmp_path: Path) -> None:
+    env = tmp_path / "venv"
+    subprocess.run([uv_bin(), "venv", "-q", "-p", "3.11", str(env)], check=True)
+    (tmp_path / "ov.txt").write_text("unsloth_zoo==2026.9.3\n")
+    subprocess.run([uv_bin(), "pip", "install", "-q", "--python", str(env / "bin" / "python"),
+                    f"unsloth=={UNSLOTH}", "unsloth_zoo==2026.9.3", "--overrides", str(tmp_path / "ov.txt")],
+                   check=True)
+    before = subprocess.run([uv_bin(), "pip", "freeze", "--python", str(env / "bin" / "python")],
+                            capture_output=True, text=True, check=True).stdout
+    proc = run_nox(tmp_path / "envs", "-s", "pinned", "--", "--python", str(env / "bin" / "python"),
+                   out=tmp_path / "out")
+    assert proc.returncode == 1, explain(proc)
+    assert "EXPOSED: unsloth_zoo 2026.9.3" in proc.stdout
+    after = subprocess.run([uv_bin(), "pip", "freeze", "--python", str(env / "bin" / "python")],
+                           capture_output=True, text=True, check=True).stdout
+    assert before == after  # nothing was installed into it
+    report = json.loads((tmp_path / "out" / "pinned" / "report.json").read_text())
+    (cell,) = report["cells"]
+    assert cell["classification"]["guard"] == "missing" and cell["builds"]["zoo"]["source"] == "pinned"
+
+
+def test_pinned_builds_a_hashed_lock_exactly(tmp_path: Path) -> None:
+    req = tmp_path / "req.in"
+    req.write_text(f"unsloth=={UNSLOTH}\nunsloth_zoo==2026.10.9\n")
+    lock = tmp_path / "requirements.txt"
+    subprocess.run([uv_bin(), "pip", "compile", "-q", str(req), "--generate-hashes", "--python-version", "3.11",
+                    "-o", str(lock)], check=True)
+    assert "--hash=sha256:" in lock.read_text()
+    proc = run_nox(tmp_path / "envs", "-s", "pinned", "--", "-r", str(lock), out=tmp_path / "out")
+    assert proc.returncode == 0, explain(proc)
+    assert "installing with --require-hashes" in proc.stdout
+    assert "Safe: unsloth_zoo 2026.10.9 carries the fix" in proc.stdout
+
+
+def test_pinned_refuses_a_lock_whose_hash_does_not_match(tmp_path: Path) -> None:
+    lock = tmp_path / "requirements.txt"
+    lock.write_text(f"unsloth_zoo==2026.10.9 --hash=sha256:{'0' * 64}\n")
+    proc = run_nox(tmp_path / "envs", "-s", "pinned", "--", "-r", str(lock), out=tmp_path / "out")
+    assert proc.returncode == 2, explain(proc)
+    report = json.loads((tmp_path / "out" / "pinned" / "report.json").read_text())
+    (cell,) = report["cells"]
+    assert cell["error"]["kind"] == "build" and "hash" in cell["error"]["message"].lower()

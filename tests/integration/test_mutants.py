@@ -1,0 +1,90 @@
+"""Deliberately wrong guards, built as real backports: each must turn its cell `broken`
+with the failing behaviour test named (tests/mutants/README.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
+
+pytestmark = pytest.mark.integration
+MUTANTS = ROOT / "tests" / "mutants"
+GUARD = ROOT / "matrix" / "backports" / "unsloth-guard"
+
+# mutant -> (zoo it runs against, behaviour tests that must fail)
+EXPECT = {
+    "no_cache_clear": ("z-vuln", {"11-idempotent", "12-uninstall"}),
+    "changed_signature": ("z-vuln", {"11-idempotent"}),
+    "n_items_too": ("z-vuln", {"04-dense-n-items"}),
+    "mask_ignored": ("z-vuln", {"07-mask"}),
+    "no_restore": ("z-vuln", {"12-uninstall"}),
+    "shift_ignored": ("z-vuln", {"10-shift-empties"}),
+    "always_active": ("z-fixed", {"13-fixed-zoo"}),
+    "not_idempotent": ("z-vuln", {"11-idempotent"}),
+}
+
+
+def mutant_backport(base: Path, name: str) -> None:
+    """The guard backport's manifest and files, plus the mutant's diff as a [[patch]]."""
+    d = base / "backports" / f"mut-{name}"
+    shutil.copytree(GUARD, d)
+    shutil.copy2(MUTANTS / f"{name}.diff", d / "mutant.diff")
+    with (d / "backport.toml").open("a") as fh:
+        fh.write('\n[[patch]]\nfile = "mutant.diff"\n')
+
+
+@pytest.fixture(scope="module")
+def mutant_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    base = tmp_path_factory.mktemp("mutants")
+    text = f"""
+[[build]]
+name = "u"
+package = "unsloth"
+source = "pypi"
+version = "{UNSLOTH}"
+
+[[build]]
+name = "z-vuln"
+package = "unsloth_zoo"
+source = "pypi"
+version = "2026.9.3"
+
+[[build]]
+name = "z-fixed"
+package = "unsloth_zoo"
+source = "pypi"
+version = "2026.10.9"
+"""
+    include = []
+    for name, (zoo, _) in EXPECT.items():
+        mutant_backport(base, name)
+        text += (f'\n[[build]]\nname = "mut-{name.replace("_", "-")}"\npackage = "unsloth"\nsource = "backport"\n'
+                 f'base = "u"\nbackport = "backports/mut-{name}"\n')
+        include.append(f'{{ unsloth = "mut-{name.replace("_", "-")}", zoo = "{zoo}" }}')
+    text += "\n[pairs]\nproduct = false\ninclude = [\n  " + ",\n  ".join(include) + ",\n]\n"
+    (base / "mutants.toml").write_text(text)
+    out = base / "out"
+    proc = run_nox(base / "envs", "-s", "matrix", out=out, matrix=base / "mutants.toml")
+    assert proc.returncode == 0, explain(proc)
+    report = json.loads((out / "report.json").read_text())
+    return {c["cell_id"]: c for c in report["cells"]}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_mutant_is_caught(mutant_report: dict, name: str) -> None:
+    zoo, must_fail = EXPECT[name]
+    cell = mutant_report[f"mut-{name.replace('_', '-')}__{zoo}"]
+    c = cell["classification"]
+    assert cell["error"] is None, cell["error"]
+    assert c["guard"] == "broken", (c["guard"], c["guard_reason"])
+    failing = set(c["behavior"]["failing"])
+    assert must_fail <= failing, (failing, c["guard_reason"])
+    for test_id in must_fail:
+        assert test_id in c["guard_reason"]
+    # the mutant really is our guard plus one diff: the backport marker says which
+    marker = next(d for d in cell["installed"] if d["name"] == "unsloth")["backport"]
+    assert marker["backport"] == f"mut-{name}" or marker["backport"].endswith(f"mut-{name}")
