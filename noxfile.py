@@ -7,6 +7,7 @@
   nox -s pinned -- ...   check an existing env (--python PATH) or exact pins (-r FILE); exit 0/1/2
   nox -s gate -- --unsloth SOURCE   release gate for a candidate unsloth; exit 0/1/2
   nox -s scan -- ...     static verdicts for every release, without installing (scan.json, scan.md)
+  nox -s bench           measure the matrix against its floor (`-- scan`: the scan benchmark)
   nox -s tests           the harness's own test suite (unit + integration)
   nox -s lint            ruff
 
@@ -92,6 +93,16 @@ def scan(session: nox.Session) -> None:
     from matrix import scan as scan_mod
 
     code = scan_mod.main(list(session.posargs))
+    if code:
+        raise SystemExit(code)
+
+
+@nox.session(python=False)
+def bench(session: nox.Session) -> None:
+    """Measure the default matrix against its floor (R, S, rerun, cold); `-- scan` for the scan."""
+    from matrix import bench as bench_mod
+
+    code = bench_mod.main(list(session.posargs))
     if code:
         raise SystemExit(code)
 

@@ -1,0 +1,159 @@
+"""``nox -s bench``: measure the matrix against its floor.
+
+The floor of a cell is what it cannot avoid: ``python -c "import unsloth"``
+in that cell's env (best of 3, measured in the same run). Everything above
+the floors is harness overhead. Printed and written to
+``reports/out/bench.json``:
+
+* per cell: materialise, admissibility, install, each probe phase, total;
+  the floor;
+* R = wall time of the matrix with one job / sum of the cell floors;
+* S = wall(1 job) / wall(2 jobs) (``nox -j 2``);
+* the wall time of an unchanged rerun (every cell reused by its digest);
+* a cold run: a fresh, empty uv cache, its wall time and the bytes received
+  on this machine's network interfaces meanwhile (``--no-cold`` skips it).
+
+Runs use their own output and env directories under ``reports/out/bench/``
+and ``--force`` so that reuse does not flatter the timed runs. ``nox -s bench
+-- scan`` runs the scan benchmark instead (``matrix.scan.bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from matrix import pipeline
+from matrix.cell import write_json_atomic
+from matrix.spec import REPO_ROOT, nox_safe
+
+
+def rx_bytes() -> int:
+    """Bytes received on every non-loopback interface so far (Linux /proc/net/dev)."""
+    total = 0
+    try:
+        lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    except OSError:
+        return 0
+    for line in lines:
+        name, data = line.split(":", 1)
+        if name.strip() != "lo":
+            total += int(data.split()[0])
+    return total
+
+
+def nox_run(out: Path, envdir: Path, *args: str, env_extra: dict[str, str] | None = None,
+            jobs: int = 1) -> tuple[float, subprocess.CompletedProcess[str]]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_SHARD")}
+    env["SKEWMATRIX_OUT"] = str(out)
+    env.update(env_extra or {})
+    argv = [sys.executable, "-m", "nox", "--envdir", str(envdir), "-j", str(jobs), *args]
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+    return time.perf_counter() - start, proc
+
+
+def floor(env_dir: Path, repeats: int = 3) -> float:
+    """Best of ``repeats`` wall times of ``import unsloth`` in ``env_dir``, in a scratch directory."""
+    python = env_dir / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UNSLOTH_")}
+    env["UNSLOTH_ALLOW_CPU"] = "1"
+    times = []
+    with tempfile.TemporaryDirectory(prefix="skewmatrix-floor-") as tmp:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([str(python), "-c", "import unsloth"], cwd=tmp, env=env, capture_output=True, check=True)
+            times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def cell_breakdown(out: Path) -> dict[str, dict[str, float]]:
+    rows = {}
+    for path in sorted((out / "cells").glob("*/cell.json")):
+        cell = json.loads(path.read_text())
+        steps = {s["name"]: s["seconds"] for s in cell["steps"]}
+        rows[cell["cell_id"]] = {**steps, "total": cell.get("seconds", 0.0)}
+    return rows
+
+
+def check(proc: subprocess.CompletedProcess[str], what: str) -> None:
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: {what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "scan":
+        from matrix import scan
+
+        return scan.bench(argv)
+    ap = argparse.ArgumentParser(prog="nox -s bench --")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")
+    ap.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
+    args = ap.parse_args(argv)
+
+    base = pipeline.out_dir() / "bench"
+    shutil.rmtree(base, ignore_errors=True)
+    envdir = base / "envs"
+    matrix = pipeline.load_matrix()
+    ids = [c.id for c in matrix.cells]
+    figures: dict[str, Any] = {"matrix": str(matrix.path), "cells": len(ids), "cpus": os.cpu_count()}
+    say = lambda msg: print(f"bench: {msg}", flush=True)  # noqa: E731
+
+    if not args.no_warmup:
+        say("warm-up run (fills the uv cache; not timed)")
+        _, proc = nox_run(base / "warmup", envdir, "-s", "matrix", "--", "--force")
+        check(proc, "warm-up run")
+    say("timed run, 1 job")
+    w1, proc = nox_run(base / "j1", envdir, "-s", "matrix", "--", "--force")
+    check(proc, "1-job run")
+    say("unchanged rerun (every cell should be reused)")
+    rerun, proc = nox_run(base / "j1", envdir, "-s", "matrix")
+    check(proc, "rerun")
+    reused = proc.stdout.count("unchanged since the last run")
+    say("timed run, 2 jobs")
+    w2, proc = nox_run(base / "j2", base / "envs-j2", "-s", "matrix", "--", "--force", jobs=2)
+    check(proc, "2-job run")
+    say("floors: import unsloth in each cell env, best of 3")
+    floors = {cid: floor(envdir / f"cell-{nox_safe(cid)}") for cid in ids}
+    breakdown = cell_breakdown(base / "j1")
+    figures.update(
+        wall_1_job_s=round(w1, 2), wall_2_jobs_s=round(w2, 2), rerun_unchanged_s=round(rerun, 2),
+        rerun_reused_cells=reused, floors_s={k: round(v, 2) for k, v in floors.items()},
+        sum_floors_s=round(sum(floors.values()), 2), R=round(w1 / sum(floors.values()), 3), S=round(w1 / w2, 3),
+        per_cell=breakdown,
+        median_cell_s=round(statistics.median(r["total"] for r in breakdown.values()), 2) if breakdown else None,
+    )
+    if not args.no_cold:
+        say("cold run: a fresh, empty uv cache")
+        with tempfile.TemporaryDirectory(prefix="skewmatrix-cold-uv-") as cache:
+            rx = rx_bytes()
+            wc, proc = nox_run(base / "cold", base / "envs-cold", "-s", "matrix", "--", "--force",
+                               env_extra={"UV_CACHE_DIR": cache, "SKEWMATRIX_WHEEL_CACHE": f"{cache}/wheels"})
+            received = rx_bytes() - rx
+            check(proc, "cold run")
+        figures.update(cold_wall_s=round(wc, 2), cold_received_bytes=received)
+        shutil.rmtree(base / "envs-cold", ignore_errors=True)
+    shutil.rmtree(base / "envs-j2", ignore_errors=True)
+    write_json_atomic(pipeline.out_dir() / "bench.json", figures)
+
+    print(f"\n{'cell':44} {'install':>8} {'probes':>8} {'total':>8} {'floor':>8}")
+    for cid in ids:
+        row = breakdown.get(cid, {})
+        print(f"{cid:44} {row.get('install', 0):8.1f} {row.get('probes', 0):8.1f} {row.get('total', 0):8.1f} "
+              f"{floors[cid]:8.1f}")
+    print(f"\nwall, 1 job: {w1:.1f} s; 2 jobs: {w2:.1f} s; sum of floors: {sum(floors.values()):.1f} s")
+    print(f"R = {figures['R']:.2f} (target <= 1.5); S = {figures['S']:.2f} (target >= 1.6)")
+    print(f"unchanged rerun: {rerun:.1f} s, {reused} of {len(ids)} cells reused")
+    if "cold_wall_s" in figures:
+        print(f"cold cache: {figures['cold_wall_s']:.1f} s, {figures['cold_received_bytes'] / 1e9:.2f} GB received")
+    print(f"wrote {pipeline.out_dir() / 'bench.json'}")
+    return 0
