@@ -10,25 +10,8 @@ import pytest
 from matrix import pipeline
 from matrix.cell import write_json_atomic
 from reports.model import ResultFileError
+from tests.matrices import GOOD as MATRIX
 from tests.reports.cells import make_cell
-
-MATRIX = """
-[[build]]
-name = "u1"
-package = "unsloth"
-source = "pypi"
-version = "2026.10.9"
-[[build]]
-name = "z1"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.9.3"
-[[build]]
-name = "z2"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.10.9"
-"""
 
 
 @pytest.fixture

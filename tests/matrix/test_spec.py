@@ -9,25 +9,7 @@ from packaging.version import Version
 
 from matrix import spec
 from matrix.errors import IndexLookupError, SpecError
-
-GOOD = """
-schema = 1
-[[build]]
-name = "u1"
-package = "unsloth"
-source = "pypi"
-version = "2026.10.9"
-[[build]]
-name = "z1"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.9.3"
-[[build]]
-name = "z2"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.10.9"
-"""
+from tests.matrices import GOOD
 
 
 class FakeIndex:

@@ -12,25 +12,8 @@ from matrix.cell import write_json_atomic
 from reports.render import RENDERERS
 from reports.render.terminal import TerminalRenderer
 from reports.schema import validate_report
+from tests.matrices import GOOD as MATRIX
 from tests.reports.cells import make_cell
-
-MATRIX = """
-[[build]]
-name = "u1"
-package = "unsloth"
-source = "pypi"
-version = "2026.10.9"
-[[build]]
-name = "z1"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.9.3"
-[[build]]
-name = "z2"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.10.9"
-"""
 
 
 def scan_doc(verdict_new: str) -> dict:
