@@ -32,6 +32,8 @@ from matrix.tools import run_tool, uv_bin
 
 CELL_SCHEMA = "skewmatrix.cell/1"
 PROBES_DIR = REPO_ROOT / "probes"
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1"}
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
 DEFAULT_MIN_FREE_GB = 6.0
 
@@ -326,6 +328,8 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV"))}
     env["PYTHONPATH"] = str(probes_path(cdir))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The probes need no network: keep the libraries under test off it (hubs, telemetry).
+    env.update(OFFLINE_ENV)
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
     say("probing (import unsloth takes ~20 s on CPU)")
