@@ -203,8 +203,9 @@ include = [{ unsloth = "u", zoo = "z" }, { unsloth = "u-hang", zoo = "z", option
     done = out / "cells" / "u__z" / "cell.json"
     before = done.read_bytes()
     shutil.rmtree(out / "cells" / "u-hang__z", ignore_errors=True)
+    first_log = (faults["base"] / "interrupted-run.log").open("w")
     proc = subprocess.Popen(nox_argv(faults["envdir"], "-s", "matrix"), cwd=ROOT, env=nox_env(out, matrix),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=first_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log = out / "cells" / "u-hang__z" / "work" / "probes.log"
         deadline = time.monotonic() + 600
@@ -220,6 +221,7 @@ include = [{ unsloth = "u", zoo = "z" }, { unsloth = "u-hang", zoo = "z", option
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        first_log.close()
     assert done.read_bytes() == before  # the completed result is untouched
     assert not (out / "cells" / "u-hang__z" / "cell.json").exists()  # nothing half-written
     report = run_nox(faults["envdir"], "-s", "report", out=out, matrix=matrix, timeout=300)
