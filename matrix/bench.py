@@ -56,6 +56,7 @@ def nox_run(out: Path, envdir: Path, *args: str, env_extra: dict[str, str] | Non
     env = {k: v for k, v in os.environ.items() if k not in ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_SHARD")}
     env["SKEWMATRIX_OUT"] = str(out)
     env.update(env_extra or {})
+    envdir.mkdir(parents=True, exist_ok=True)  # parallel sessions must not race to create it
     argv = [sys.executable, "-m", "nox", "--envdir", str(envdir), "-j", str(jobs), *args]
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
@@ -87,7 +88,9 @@ def cell_breakdown(out: Path) -> dict[str, dict[str, float]]:
 
 def check(proc: subprocess.CompletedProcess[str], what: str) -> None:
     if proc.returncode != 0:
-        raise SystemExit(f"bench: {what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+        aborted = [line for line in proc.stdout.splitlines() if "aborted" in line or "failed" in line]
+        raise SystemExit(f"bench: {what} failed (exit {proc.returncode}):\n" + "\n".join(aborted[:20])
+                         + f"\n...\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
 
 
 def main(argv: list[str]) -> int:
