@@ -10,7 +10,9 @@ against the index), then edited and repacked. The digest is the new wheel's.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from typing import ClassVar
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from matrix.backport import build_backport, confined, load_manifest
+from matrix.backport import Manifest, build_backport, confined, load_manifest
 from matrix.errors import BackportError, BuildError
 from matrix.index import IndexClient, redact
 from matrix.sources.base import BuildSource, Materialized, sha256_file
@@ -61,6 +63,40 @@ def download_wheel(package: str, version: str, dest: Path, index: IndexClient | 
             raise BuildError(f"{package} {version}: downloaded {f.filename} does not match the index's sha256")
         return target
     raise BuildError(f"{package} {version}: no pure-Python wheel on the index {redact(index.url)}")
+
+
+def manifest_digest(manifest_dir: Path) -> str:
+    """Digest of a backport's folder: its manifest and every file it adds or applies."""
+    h = hashlib.sha256()
+    for p in sorted(manifest_dir.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(p.relative_to(manifest_dir).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cached_backport(manifest: Manifest, base_wheel: Path, base_digest: str, workdir: Path, name: str) -> Path:
+    """Build the backport once per (base wheel, backport folder, builder) and reuse it.
+
+    Repacking a large wheel costs seconds; the result is deterministic, so the
+    same inputs give the same bytes, and its digest is rechecked on reuse.
+    """
+    builder = hashlib.sha256(Path(build_backport.__code__.co_filename).read_bytes()).hexdigest()
+    key = hashlib.sha256(f"{base_digest}:{manifest_digest(manifest.directory)}:{builder}".encode()).hexdigest()
+    slot = wheel_cache() / "backports" / key[:32]
+    cached = slot / base_wheel.name
+    stamp = slot / "sha256"
+    if cached.is_file() and stamp.is_file() and sha256_file(cached) == stamp.read_text().strip():
+        target = workdir / "wheel" / base_wheel.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, target)
+        return target
+    wheel = build_backport(manifest, base_wheel, base_digest, workdir, name)
+    slot.mkdir(parents=True, exist_ok=True)
+    tmp = slot / f".{base_wheel.name}.{os.getpid()}.tmp"
+    shutil.copy2(wheel, tmp)
+    tmp.replace(cached)
+    stamp.write_text(sha256_file(cached) + "\n")
+    return wheel
 
 
 @dataclass(frozen=True)
@@ -110,7 +146,7 @@ class BackportSource(BuildSource):
             base_wheel = Path(m.requirement)
             base_digest = sha256_file(base_wheel)
         manifest = load_manifest(self.directory)
-        wheel = build_backport(manifest, base_wheel, base_digest, workdir, self.backport)
+        wheel = cached_backport(manifest, base_wheel, base_digest, workdir, self.backport)
         digest = sha256_file(wheel)
         details = {"backport": self.backport, "base": self.base, "base_wheel_sha256": base_digest,
                    "wheel_sha256": digest}

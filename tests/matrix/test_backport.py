@@ -125,3 +125,27 @@ def test_unpack_refuses_member_outside(tmp_path: Path) -> None:
         zf.writestr("../outside.txt", "x")
     with pytest.raises(BackportError, match="escapes"):
         unpack(evil, tmp_path / "u")
+
+
+def test_backport_builds_are_cached_and_rechecked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matrix.sources import backport as bp
+
+    monkeypatch.setenv(bp.WHEEL_CACHE_ENV, str(tmp_path / "cache"))
+    calls = []
+    real = bp.build_backport
+    monkeypatch.setattr(bp, "build_backport", lambda *a: calls.append(a) or real(*a))
+    wheel = make_wheel(tmp_path)
+    manifest = load_manifest(backport(tmp_path, 'package = "demo"\n[[insert]]\nfile = "demo/core.py"\n'
+                                                'anchor = "^thing"\ntext = "x = 1"\n'))
+    first = bp.cached_backport(manifest, wheel, "base", tmp_path / "w1", "b").read_bytes()
+    second = bp.cached_backport(manifest, wheel, "base", tmp_path / "w2", "b").read_bytes()
+    assert first == second and len(calls) == 1
+    # a tampered cache entry is not trusted: it is rebuilt
+    (cached,) = (tmp_path / "cache" / "backports").glob("*/demo-1.0-py3-none-any.whl")
+    cached.write_bytes(b"tampered")
+    assert bp.cached_backport(manifest, wheel, "base", tmp_path / "w3", "b").read_bytes() == first
+    assert len(calls) == 2
+    # another edit is another build
+    (manifest.directory / "backport.toml").write_text('package = "demo"\n')
+    bp.cached_backport(load_manifest(manifest.directory), wheel, "base", tmp_path / "w4", "b")
+    assert len(calls) == 3
