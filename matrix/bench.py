@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
     say("unchanged rerun (every cell should be reused)")
     rerun, proc = nox_run(base / "j1", envdir, "-s", "matrix")
     check(proc, "rerun")
-    reused = proc.stdout.count("unchanged since the last run")
+    reused = (proc.stdout + proc.stderr).count("unchanged since the last run")  # nox logs to stderr
     say("timed run, 2 jobs")
     w2, proc = nox_run(base / "j2", base / "envs-j2", "-s", "matrix", "--", "--force", jobs=2)
     check(proc, "2-job run")
