@@ -1,6 +1,6 @@
 """The guard-presence probe: after ``import unsloth``, who owns the forward?
 
-Run as ``python -m probes.guard --out FILE``. Black-box, so a guard written
+Run first in the unsloth phase (``probes.phases``). Black-box, so a guard written
 by anyone is recognised: after ``import unsloth`` it checks whether
 ``UnslothFusedLoss.forward`` is still zoo's own function (its code object
 lives in zoo's module file at the ``def`` the source has), and runs an
@@ -13,17 +13,15 @@ autograd node produced the loss.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from probes import kernel
-from probes.common import dist_version, error_text, main_guarded
+from probes.common import dist_version, error_text
 
 
 def forward_identity(cls: Any, module: Any) -> dict[str, Any]:
@@ -88,15 +86,3 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
     result["all_masked_finite"] = bool(public.get("loss_finite")) and bool(public.get("grads_finite"))
     return result
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m probes.guard")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--compile", choices=("on", "off"), default="off")
-    args = ap.parse_args(argv)
-    return main_guarded(lambda: run(args.device, args.compile == "on"), args.out)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

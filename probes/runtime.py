@@ -1,6 +1,6 @@
 """The runtime detector: the raw kernel, in a process that never imported unsloth.
 
-Run as ``python -m probes.runtime --out FILE``. The parent sets
+Run by the raw phase (``probes.phases``), which sets
 ``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1`` so zoo imports on a
 driverless host without unsloth. A tiny all-masked CPU batch with
 ``n_items=None`` goes through ``UnslothFusedLoss`` directly: a non-finite
@@ -11,14 +11,13 @@ finite, zero gradients). ``absent`` when zoo has no such module or class.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 import time
 from typing import Any
 
 from probes import kernel
-from probes.common import dist_version, main_guarded
+from probes.common import dist_version
 
 
 def run(device: str) -> dict[str, Any]:
@@ -53,14 +52,3 @@ def run(device: str) -> dict[str, Any]:
                       reason=f"all-masked batch, n_items=None: loss {out['loss']} ({which})")
     return result
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m probes.runtime")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args(argv)
-    return main_guarded(lambda: run(args.device), args.out)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
