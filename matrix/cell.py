@@ -247,13 +247,10 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo)):
         try:
             made[role] = b.source.materialize(build_dir / role)
-        except SkewmatrixError as exc:
+        except (SkewmatrixError, OSError) as exc:  # OSError: e.g. no index while downloading a base wheel
+            detail = str(exc) if isinstance(exc, SkewmatrixError) else f"{type(exc).__name__}: {exc}"
             run.step("materialize", time.perf_counter() - t, False)
-            run.fail("build", f"build {b.name!r} ({b.describe()}): {exc}")
-            return run.finish()
-        except OSError as exc:  # e.g. the index could not be reached while downloading a base wheel
-            run.step("materialize", time.perf_counter() - t, False)
-            run.fail("build", f"build {b.name!r} ({b.describe()}): {type(exc).__name__}: {exc}")
+            run.fail("build", f"build {b.name!r} ({b.describe()}): {detail}")
             return run.finish()
         run.record["builds"][role]["digest"] = made[role].digest
         run.record["builds"][role]["details"] = made[role].details
