@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix import shard, spec
-from matrix.cell import CELL_SCHEMA, error_cell, run_cell
+from matrix.cell import CELL_SCHEMA, error_cell, run_cell, write_json_atomic
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient
 from matrix.spec import REPO_ROOT, Matrix
@@ -212,11 +212,8 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     failing = frozenset(GuardState(s) for s in (fail_on or matrix.fail_on))
     rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing)
     attach_scan(rep, out)
-    out.mkdir(parents=True, exist_ok=True)
     if dirs:
         # A merged output directory carries its cells, so it can be re-rendered or merged again.
-        from matrix.cell import write_json_atomic
-
         for r in results:
             target = out / "cells" / r["cell_id"] / "cell.json"
             if not target.is_file() or json.loads(target.read_text(encoding="utf-8")) != r:
