@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from matrix.errors import IndexLookupError
+from matrix.tools import redact_text
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json"
@@ -37,11 +38,8 @@ def index_url() -> str:
 
 
 def redact(url: str) -> str:
-    """Drop credentials from a URL before it reaches a log or a report."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+    """Drop credentials from a URL before it reaches a log or a report (see ``matrix.tools.redact_text``)."""
+    return redact_text(url)
 
 
 @dataclass(frozen=True)
