@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix import shard, spec
-from matrix.cell import CELL_SCHEMA, error_cell, run_cell, write_json_atomic
+from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient
 from matrix.spec import REPO_ROOT, Matrix
@@ -132,16 +132,9 @@ class RunLockedError(SkewmatrixError):
 
 def missing_cell(cell: spec.Cell, matrix: Matrix) -> dict[str, Any]:
     """A placeholder for a declared cell that left no result: shown as an error, never dropped."""
-    return {
-        "schema": CELL_SCHEMA, "cell_id": cell.id, "matrix": str(matrix.path),
-        "builds": {role: {"name": b.name, "package": b.package, "source": b.source.KIND,
-                          "describe": b.describe(), "version": b.source.version_hint()}
-                   for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo))},
-        "options": dict(cell.options.__dict__), "steps": [], "installed": [], "admissible": None,
-        "torch": None, "probes": None,
-        "error": {"kind": "missing", "message": "the cell left no result (it did not run, or it was interrupted)",
-                  "log_tail": ""},
-    }
+    run = CellRun.for_cell(cell, matrix, out_dir())
+    run.fail("missing", "the cell left no result (it did not run, or it was interrupted)")
+    return run.record
 
 
 def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[dict[str, Any]]:
