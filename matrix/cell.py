@@ -26,11 +26,12 @@ from typing import Any
 
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed, torch_build
+from matrix.progress import ticking
 from matrix.sources import Materialized
 from matrix.spec import REPO_ROOT, Build, Cell, CellOptions, Matrix
 from matrix.tools import run_tool, uv_bin
+from reports.model import CELL_SCHEMA
 
-CELL_SCHEMA = "skewmatrix.cell/1"
 PROBES_DIR = REPO_ROOT / "probes"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1"}
@@ -69,7 +70,7 @@ class CellRun:
     """Accumulates one cell's record while its steps run."""
 
     def __init__(self, cell_id: str, builds: dict[str, dict[str, Any]], options: CellOptions, matrix_label: str,
-                 out_dir: Path) -> None:
+                 out_dir: Path, expect: dict[str, str] | None = None) -> None:
         self.dir = out_dir / "cells" / cell_id
         self.options = options
         self.started = time.perf_counter()
@@ -86,13 +87,15 @@ class CellRun:
             "installed": [],
             "torch": None,
             "probes": None,
+            "checks": None,
             "error": None,
+            "expect": dict(expect or {}),  # the matrix file's expected states, {check id: guard state}
         }
 
     @classmethod
     def for_cell(cls, cell: Cell, matrix: Matrix, out_dir: Path) -> CellRun:
         builds = {"unsloth": build_entry(cell.unsloth), "zoo": build_entry(cell.zoo)}
-        return cls(cell.id, builds, cell.options, str(matrix.path), out_dir)
+        return cls(cell.id, builds, cell.options, str(matrix.path), out_dir, expect=cell.expect_map)
 
     def step(self, name: str, seconds: float, ok: bool, **extra: Any) -> None:
         self.record["steps"].append({"name": name, "seconds": round(seconds, 3), "ok": ok, **extra})
@@ -284,8 +287,9 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     ov = build_dir / "overrides.txt"
     ov.write_text("\n".join(overrides) + "\n", encoding="utf-8")
     python = env_dir / "bin" / "python"
-    res = run_tool([uv_bin(), "pip", "install", "--python", str(python), *reqs, "--overrides", str(ov)],
-                   timeout=opts.timeout)
+    with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
+        res = run_tool([uv_bin(), "pip", "install", "--python", str(python), *reqs, "--overrides", str(ov)],
+                       timeout=opts.timeout)
     (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
     run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
     if not res.ok:
@@ -331,7 +335,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
     say("probing (import unsloth takes ~20 s on CPU)")
     log = work / "probes.stdout.log"
-    with log.open("w", encoding="utf-8") as fh:
+    with log.open("w", encoding="utf-8") as fh, ticking(say, "probing"):
         try:
             rc: int | None = subprocess.run(argv, cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT,
                                             timeout=opts.timeout * 3 + 60, check=False).returncode
@@ -345,13 +349,15 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
         run.fail(kind, f"python -m probes {what}", log_tail(log) or log_tail(work / "probes.log"))
         return run.finish()
     probes = json.loads((work / "probes.json").read_text(encoding="utf-8"))
+    run.record["checks"] = probes.pop("checks", {})
     run.record["probes"] = probes
-    for s in probes.get("steps", []):
-        run.step(f"probe:{s['name']}", s.get("seconds", 0.0), s.get("status") == "ok")
+    steps = [(cid, s) for cid, section in run.record["checks"].items() for s in section.get("steps", [])]
+    for cid, s in steps:
+        run.step(f"probe:{cid}:{s['name']}", s.get("seconds", 0.0), s.get("status") == "ok")
     # A probe process that hung or died is the cell's error, with its signal and log tail.
-    for s in probes.get("steps", []):
+    for cid, s in steps:
         if s.get("status") in ("timeout", "crash"):
-            run.fail(s["status"], f"probe {s['name']}: {s.get('reason')}", s.get("log_tail", ""))
+            run.fail(s["status"], f"probe {cid}/{s['name']}: {s.get('reason')}", s.get("log_tail", ""))
             break
     say(f"probed in {time.perf_counter() - t:.1f} s")
     return run.finish()

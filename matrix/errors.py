@@ -1,24 +1,43 @@
-"""The one place where failures become exit codes.
+"""Every harness error, and the exit codes they and the gate map to.
 
 Every error the harness raises on purpose derives from ``SkewmatrixError``
-and carries its ``return_code``. Entry points catch it once (``main`` in
-``matrix.cli`` and the nox sessions), print ``str(error)`` without a
-traceback (tracebacks only with ``--debug`` / ``SKEWMATRIX_DEBUG=1``), and
-exit with the code. Findings about cells are never exceptions: a cell that
-cannot be built is an ``error`` cell in the report, not a raised error.
+and carries its ``return_code``. One function turns them into exit codes,
+``matrix.cli.main``: it prints ``str(error)`` without a traceback
+(tracebacks only with ``--debug`` / ``SKEWMATRIX_DEBUG=1``) and exits with
+the code. The nox sessions go through the same function. Findings about
+cells are never exceptions: a cell that cannot be built is an ``error`` cell
+in the report, and the gate (``reports.gate.evaluate``) turns cell states
+into ``EXIT_OK`` or ``EXIT_GATE``.
 
-Exit codes (documented in the README):
-  0  the report was written (whatever the cell states)
-  2  bad input (matrix file, options) or the harness itself failed
+Exit codes (documented in the README and in every ``--help``):
+  0  every cell passes or is in the state its matrix file expects
+  1  a cell fails the gate unexpectedly, or an expected failure no longer
+     happens (XPASS: the expectation is stale)
+  2  bad input (matrix file, arguments, a corrupt result) or the harness
+     itself failed; for ``gate`` and ``pinned`` also a cell that could not be
+     probed (no verdict)
 """
 
 from __future__ import annotations
+
+EXIT_OK, EXIT_GATE, EXIT_HARNESS = 0, 1, 2
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0  every cell passes or is in the state the matrix file expects (`expect`)
+  1  a cell fails the gate unexpectedly, or an expected failure no longer
+     happens (XPASS: the expectation is stale; update the matrix file)
+  2  bad input (arguments, matrix file, a corrupt result) or the harness failed"""
 
 
 class SkewmatrixError(Exception):
     """Base of every deliberate harness failure."""
 
-    return_code = 2
+    return_code = EXIT_HARNESS
+
+
+class UsageError(SkewmatrixError):
+    """Bad command-line arguments (the message is printed after the usage line)."""
 
 
 class SpecError(SkewmatrixError):
@@ -42,3 +61,7 @@ class BackportError(BuildError):
 
 class IndexLookupError(SkewmatrixError):
     """The package index could not be queried."""
+
+
+class EnvironmentSetupError(SkewmatrixError):
+    """Something this machine lacks for a session (e.g. the browser the tests need)."""

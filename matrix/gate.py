@@ -111,16 +111,17 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
 
 
 def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
-    from matrix import scan
-    from reports.gate import exit_code, recommendation
+    """``nox -s gate -- ARGV``; arguments as ``skewmatrix gate`` (``matrix.cli``)."""
+    from matrix.cli import command_parser
 
-    ap = argparse.ArgumentParser(prog="nox -s gate --")
-    ap.add_argument("--unsloth", required=True, metavar="SOURCE",
-                    help="candidate: a version, a checkout or wheel path, or git+URL@REF")
-    ap.add_argument("--below", type=int, default=3, help="zoo releases below the admitted floor (default 3)")
-    ap.add_argument("--backport", action="append", default=[], metavar="NAME@BASEVERSION",
-                    help="also a zoo backport from matrix/backports (repeatable)")
-    args = ap.parse_args(argv)
+    return run(command_parser("gate", "nox -s gate --").parse_args(argv), out, log)
+
+
+def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
+    """The gate for parsed arguments (``matrix.cli.add_gate_arguments``); exit 0/1/2 (``reports.gate``)."""
+    from matrix import scan
+    from reports.gate import evaluate, recommendation
+
     if not 0 <= args.below <= 50:
         raise GateError(f"--below {args.below}: must be between 0 and 50")
     backports = []
@@ -155,7 +156,9 @@ def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
     matrix.write_text(matrix_text(candidate, zoo, backports), encoding="utf-8")
     env = {**os.environ, "SKEWMATRIX_MATRIX": str(matrix), "SKEWMATRIX_OUT": str(out), "SKEWMATRIX_RUN_ID": ""}
     env.pop("SKEWMATRIX_SHARD", None)
-    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "matrix"], cwd=REPO_ROOT, env=env, check=False)
+    # --exit-zero: the gate judges the report itself (error outranks a finding); 1 from nox is then a failure.
+    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "matrix", "--", "--exit-zero"], cwd=REPO_ROOT,
+                          env=env, check=False)
     report_file = out / "report.json"
     if proc.returncode != 0 or not report_file.is_file():
         log(f"gate: the matrix run failed (nox exit {proc.returncode}); no verdict")
@@ -164,6 +167,9 @@ def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
     first = doc["timeline"].get("first_fixed")
     for cell in report["cells"]:
         log(f"- {cell['cell_id']}: {recommendation(cell, first)}")
-    code = exit_code(report)
-    log(f"gate: exit {code} ({['pass', 'exposed (missing/broken)', 'error'][code]})")
+    outcome = evaluate(report)
+    for line in outcome.lines():
+        log(f"gate: {line}")
+    code = outcome.gate_exit_code
+    log(f"gate: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
     return code

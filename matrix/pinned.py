@@ -110,16 +110,18 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
 
 
 def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
-    from reports.gate import exit_code, first_fixed_zoo, recommendation
+    """``nox -s pinned -- ARGV``; arguments as ``skewmatrix pinned`` (``matrix.cli``)."""
+    from matrix.cli import command_parser
+
+    return run(command_parser("pinned", "nox -s pinned --").parse_args(argv), out, log)
+
+
+def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
+    """Probe what the parsed arguments name (``matrix.cli.add_pinned_arguments``); exit 0/1/2 (``reports.gate``)."""
+    from reports.gate import evaluate, first_fixed_zoo, recommendation
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
-    ap = argparse.ArgumentParser(prog="nox -s pinned --")
-    ap.add_argument("--python", type=Path, help="an existing interpreter to probe in place")
-    ap.add_argument("-r", "--requirements", type=Path, help="a requirements or lock file to build exactly")
-    ap.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
-    ap.add_argument("--cpu-mode", choices=("allow-cpu", "cpu-backend"), default="allow-cpu")
-    args = ap.parse_args(argv)
     options = CellOptions(device=args.device, cpu_mode=args.cpu_mode)
     cell = run_pinned(args.python, args.requirements, out, options=options, log=log)
     report = build_report([cell], matrix=cell["matrix"])
@@ -127,4 +129,6 @@ def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))
     log(recommendation(report["cells"][0], first_fixed_zoo(out)))
-    return exit_code(report)
+    code = evaluate(report).gate_exit_code
+    log(f"pinned: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
+    return code

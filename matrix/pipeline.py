@@ -10,6 +10,7 @@ names another directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 from matrix import shard, spec
 from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
+from matrix.collect import load_cells
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient
 from matrix.spec import REPO_ROOT, Matrix
@@ -54,7 +56,7 @@ def cell_ids_or_exit() -> list[str]:
 
 
 def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: bool = False,
-            log: Callable[[str], Any] = print) -> dict:
+            log: Callable[[str], Any] = print, device: str | None = None) -> dict:
     """Run one cell.
 
     Its PyPI versions are checked on the index first: a version that does not
@@ -65,6 +67,8 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
     """
     matrix = load_matrix(check_index=False)
     cell = matrix.cell(cell_id)
+    if device:  # `--device cuda`: the same matrix on another device (part of the cell digest)
+        cell = dataclasses.replace(cell, options=dataclasses.replace(cell.options, device=device))
     out = out_dir()
     acquire_run_lock(out)
     log(f"[{cell_id}] {cell.unsloth.describe()} x {cell.zoo.describe()} -> {out / 'cells' / cell_id}")
@@ -145,8 +149,6 @@ def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[di
     cell found in two directories, a declared cell found in none, or a result
     of another schema is refused with a message naming the files.
     """
-    from reports.model import load_cells
-
     ids = [c.id for c in cells]
     found: dict[str, dict[str, Any]] = {}
     where: dict[str, Path] = {}
@@ -192,7 +194,6 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
 
     ``dirs`` are result directories to merge (default: the output directory).
     """
-    from reports.classify import GuardState
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
@@ -202,7 +203,7 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     cells = selected_cells(matrix) if not dirs else list(matrix.cells)
     results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out])
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)
-    failing = frozenset(GuardState(s) for s in (fail_on or matrix.fail_on))
+    failing = frozenset(fail_on or matrix.fail_on)
     rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing)
     attach_scan(rep, out)
     if dirs:
@@ -222,3 +223,56 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(text if len(text) < 900_000 else text[:900_000] + "\n\n(truncated: see report.md)\n")
     return rep
+
+
+# ---------------------------------------------------------------- the gate's verdict and the progress lines
+
+
+def expect_from_matrix(rep: dict[str, Any], matrix: Matrix) -> None:
+    """Judge every cell against the matrix file as it is now: a reused or merged
+    cell result may carry the expectations of an older file."""
+    current = {c.id: c.expect_map for c in matrix.cells}
+    for entry in rep["cells"]:
+        if entry["cell_id"] in current:
+            entry["expect"] = current[entry["cell_id"]]
+
+
+def judge(rep: dict[str, Any], matrix: Matrix, *, exit_zero: bool = False, verbose: int = 0,
+          log: Callable[[str], Any] = print) -> int:
+    """Print what the gate makes of ``rep`` and return the run's exit code (0 or 1; 0 with ``exit_zero``)."""
+    from matrix.progress import paint
+    from reports.gate import evaluate
+
+    expect_from_matrix(rep, matrix)
+    outcome = evaluate(rep)
+    lines = [c.describe() for c in outcome.checks] if verbose else outcome.lines()
+    for line in lines:
+        log(f"  {line}")
+    code = outcome.exit_code
+    colour = "green" if code == 0 else "red"
+    log(paint(outcome.summary(), colour))
+    if exit_zero and code:
+        log(f"exit 0 (--exit-zero; the gate alone would exit {code})")
+        return 0
+    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == 0 else
+                          " (an unexpected gate failure or an XPASS; see above)"))
+    return code
+
+
+def finish_cell(record: dict[str, Any], cell: spec.Cell, matrix: Matrix, *, seconds: float, k: int, n: int,
+                log: Callable[[str], Any] = print) -> str:
+    """Print the ``[k/N] cell … → verdict (seconds)`` line for a finished cell; return its kind
+    (pass, xfail, fail, xpass: see ``reports.gate``)."""
+    from matrix.progress import cell_line
+    from reports.gate import evaluate
+    from reports.model import build_report
+
+    rep = build_report([{**record, "expect": cell.expect_map}], matrix=str(matrix.path),
+                       failing=frozenset(matrix.fail_on))
+    outcome = evaluate(rep)
+    states = {c.check: c.state for c in outcome.checks}
+    kind = outcome.cell_kind(cell.id)
+    log(cell_line(k, n, cell.id, states, kind, seconds))
+    for line in outcome.lines():
+        log(f"  {line}")
+    return kind

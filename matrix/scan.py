@@ -3,7 +3,7 @@
 For each ``unsloth_zoo`` release the scan reads
 ``unsloth_zoo/fused_losses/cross_entropy_loss.py`` straight out of the wheel
 (or the sdist when there is no wheel) and hands it to the static detector
-(``probes.static.analyze_source``). For each ``unsloth`` release it reads the
+(``probes.checks.fused_ce_masked_nan.static.analyze_source``). For each ``unsloth`` release it reads the
 core metadata (``Requires-Dist`` on ``unsloth_zoo``: the admitted zoo range,
 its floor, and whether that floor is vulnerable) and looks for a guard by
 static reading: our backport's marker and guard module, and heuristically any
@@ -600,8 +600,8 @@ def _record_hashes(text: str) -> dict[str, str]:
 
 
 def classify_zoo(ex: Extract) -> dict[str, Any]:
-    """Verdict of one zoo file's extract (see ``probes.static``)."""
-    from probes.static import analyze_source
+    """Verdict of one zoo file's extract (see ``probes.checks.fused_ce_masked_nan.static``)."""
+    from probes.checks.fused_ce_masked_nan.static import analyze_source
 
     text = ex.members.get(CE_MEMBER)
     if text is None:
@@ -849,7 +849,7 @@ def _base(r: Release) -> dict[str, Any]:
 
 def analyzer_key() -> str:
     """Identifies the code that turns an extract into an analysis: cached analyses of other code are ignored."""
-    from probes import static
+    from probes.checks.fused_ce_masked_nan import static
 
     h = hashlib.sha256()
     for mod_file in (static.__file__, __file__):

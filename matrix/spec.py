@@ -12,6 +12,11 @@ A matrix file is TOML (format in the README, "Writing a matrix file")::
     version = "2026.10.9"
     [pairs]                   # optional: default is the full product
     exclude = [{ unsloth = "u2026.10.9", zoo = "z2026.9.3" }]
+    [[expect]]                # optional: a state a check is expected to be in
+    unsloth = "u2026.10.9"    # optional: default every unsloth build
+    zoo = "z2026.9.3"         # optional: default every zoo build
+    check = "fused-ce-masked-nan"  # optional: default every check
+    state = "missing"
 
 Validation collects every problem before failing (``SpecError``), each
 message naming the file, the table and the key, quoting the bad value and
@@ -25,7 +30,7 @@ import difflib
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +52,10 @@ MATRIX_ENV = "SKEWMATRIX_MATRIX"
 SCHEMA = 1
 
 PACKAGES = {"unsloth": "unsloth", "unsloth-zoo": "zoo"}
+PACKAGES_BY_ROLE = {"unsloth": "unsloth", "zoo": "unsloth_zoo"}
 TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict,
-                                                "gate": dict}
+                                                "gate": dict, "expect": list}
+EXPECT_KEYS: dict[str, type] = {"unsloth": str, "zoo": str, "check": str, "state": str}
 GATE_KEYS: dict[str, type] = {"fail_on": list}
 GUARD_STATES = ("activates", "no-ops", "missing", "not-needed", "broken", "error")
 DEFAULT_FAIL_ON = ("missing", "broken", "error")
@@ -117,10 +124,16 @@ class Cell:
     unsloth: Build
     zoo: Build
     options: CellOptions
+    # (check id, expected guard state) pairs from the file's [[expect]] tables; see ``resolve_expect``.
+    expect: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
         return f"{self.unsloth.name}__{self.zoo.name}"
+
+    @property
+    def expect_map(self) -> dict[str, str]:
+        return dict(self.expect)
 
 
 @dataclass(frozen=True)
@@ -337,9 +350,68 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
             problems += [f"[gate]: fail_on entry {b!r} is not a guard state{suggest(str(b), GUARD_STATES)}; "
                          f"valid: {', '.join(GUARD_STATES)}" for b in bad]
             fail_on = tuple(raw)
+    if "expect" in data:
+        cells = resolve_expect(data["expect"], builds, cells, problems)
     if problems:
         raise SpecError(str(path), problems)
     return Matrix(path=path, options=options, builds=builds, cells=cells, fail_on=fail_on)
+
+
+def resolve_expect(raw: Any, builds: dict[str, Build], cells: list[Cell], problems: list[str]) -> list[Cell]:
+    """Attach each ``[[expect]]`` table to the cells it names.
+
+    A table without ``unsloth`` / ``zoo`` applies to every build of that
+    package, one without ``check`` to every registered check. Tables apply in
+    file order, so a later, narrower table overrides a file-wide one.
+    """
+    from probes.checks import ids as check_ids
+    from probes.checks.vocabulary import GUARD_STATES
+
+    if not isinstance(raw, list):
+        return cells
+    known_checks = check_ids()
+    expect: dict[str, dict[str, str]] = {c.id: {} for c in cells}
+    for i, table in enumerate(raw, 1):
+        where = f"[[expect]] #{i}"
+        if not isinstance(table, dict):
+            problems.append(f"{where}: must be a table, got {type(table).__name__}")
+            continue
+        bad = _check_keys(where, table, EXPECT_KEYS)
+        problems += bad
+        if "state" not in table:
+            problems.append(f"{where}: missing required key 'state' (one of {', '.join(GUARD_STATES)})")
+        if bad or "state" not in table:
+            continue
+        ok = True
+        for role in ("unsloth", "zoo"):
+            name = table.get(role)
+            if name is None:
+                continue
+            b = builds.get(name)
+            if b is None or b.role != role:
+                valid = [n for n, x in builds.items() if x.role == role]
+                problems.append(f"{where}: {role} = {name!r} is not a {PACKAGES_BY_ROLE[role]} build in this file"
+                                f"{suggest(name, valid)}; {role} builds: {', '.join(valid)}")
+                ok = False
+        check, state = table.get("check"), table["state"]
+        if check is not None and check not in known_checks:
+            problems.append(f"{where}: check = {check!r} is not a registered check{suggest(check, known_checks)}; "
+                            f"checks: {', '.join(known_checks)}")
+            ok = False
+        if state not in GUARD_STATES:
+            problems.append(f"{where}: state = {state!r} is not a guard state{suggest(state, GUARD_STATES)}; "
+                            f"valid: {', '.join(GUARD_STATES)}")
+            ok = False
+        if not ok:
+            continue
+        hits = [c for c in cells if table.get("unsloth", c.unsloth.name) == c.unsloth.name
+                and table.get("zoo", c.zoo.name) == c.zoo.name]
+        if not hits and cells:
+            problems.append(f"{where}: names no cell of this matrix (the pair is excluded or not included)")
+        for c in hits:
+            for chk in [check] if check is not None else known_checks:
+                expect[c.id][chk] = state
+    return [replace(c, expect=tuple(sorted(expect[c.id].items()))) if expect.get(c.id) else c for c in cells]
 
 
 def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:

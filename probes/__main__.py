@@ -1,19 +1,17 @@
-"""``python -m probes``: run every probe of one cell and write its probe JSON.
+"""``python -m probes``: run every registered check's phases in one cell and write its probe JSON.
 
 Runs inside the cell env, in the cell's own working directory (``import
 unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). In order:
 
-1. ``static`` -- in this process: AST of the installed forward, no import;
-2. the ``raw`` phase (``probes.phases``) -- a process that never imports
-   unsloth: the runtime detector and behaviour test 1;
-3. the ``unsloth`` phase -- a process that imports unsloth first: the guard
-   probe, then behaviour tests 2-13 and the extra probes (by default it runs
-   alongside the raw phase and waits for its findings before the tests).
+1. each check's ``static()`` -- in this process: reads installed source, imports nothing under test;
+2. the ``raw`` process (``probes.phases``) -- never imports unsloth: each check's raw steps;
+3. the ``unsloth`` process -- ``import unsloth`` once, then each check's unsloth steps (by default it runs
+   alongside the raw process and waits for its findings only where a step needs them).
 
-The probe JSON reports three steps, ``runtime``, ``guard`` and ``behavior``
-(each with status ``ok``/``error``/``crash``/``timeout``/``skipped``, its
-seconds, the process that ran it, and its result); after a phase that hung,
-the next one is skipped to keep the cell within its time budget.
+The probe JSON holds ``checks: {id: {"static": ..., "steps": [...]}}``; each step has a status
+``ok``/``error``/``crash``/``timeout``/``skipped``, its seconds, the process that ran it, and its result.
+After a process that hung, the next one is skipped to keep the cell within its time budget.
+``--phases raw`` runs only the static and raw steps (the scan's runtime confirmation).
 """
 
 from __future__ import annotations
@@ -25,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probes import static
-from probes.common import write_json
+from probes import checks
+from probes.common import error_text, write_json
 from probes.phases import run_both_forked, run_both_spawned
 
-SCHEMA = "skewmatrix.probes/1"
+SCHEMA = "skewmatrix.probes/2"
 LOG = "probes.log"
 
 
@@ -41,25 +39,32 @@ def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(lines[-n:])
 
 
-def _split(phase: dict[str, Any], parts: list[tuple[str, str, str]], log: Path) -> list[dict[str, Any]]:
-    """Turn one phase process into the steps it ran: (step name, result key, seconds key)."""
-    steps = []
-    result = phase.get("result") or {}
-    for name, key, seconds_key in parts:
-        step: dict[str, Any] = {"name": name, "process": phase["name"], "returncode": phase["returncode"]}
-        part = result.get(key) if phase["status"] == "ok" else None
-        step["seconds"] = result.get(seconds_key, phase["seconds"]) if part is not None else phase["seconds"]
+def _steps(phase: dict[str, Any] | None, check_id: str, names: list[str], log: Path,
+           skipped_reason: str) -> list[dict[str, Any]]:
+    """Turn one phase process into this check's steps, judged by the process's status and the step's result."""
+    out = []
+    for name in names:
+        if phase is None:
+            out.append({"name": name, "process": "unsloth", "status": "skipped", "seconds": 0.0,
+                        "returncode": None, "reason": skipped_reason, "result": None})
+            continue
+        st: dict[str, Any] = {"name": name, "process": phase["name"], "returncode": phase["returncode"]}
+        part = None
+        if phase["status"] == "ok":
+            part = (((phase.get("result") or {}).get("checks") or {}).get(check_id) or {}).get("steps", {}).get(name)
         if phase["status"] != "ok":
-            step.update(status=phase["status"], reason=phase["reason"], result=None, log_tail=_tail(log))
+            st.update(status=phase["status"], reason=phase["reason"], result=None, seconds=phase["seconds"],
+                      log_tail=_tail(log))
             if "signal" in phase:
-                step["signal"] = phase["signal"]
+                st["signal"] = phase["signal"]
         elif part is None or part.get("ok") is False:
             reason = str((part or {}).get("error") or f"{name} left no result").splitlines()[0]
-            step.update(status="error", reason=reason, result=part, log_tail=_tail(log))
+            st.update(status="error", reason=reason, result=part, seconds=(part or {}).get("seconds", 0.0),
+                      log_tail=_tail(log))
         else:
-            step.update(status="ok", result=part)
-        steps.append(step)
-    return steps
+            st.update(status="ok", result=part, seconds=part.get("seconds", 0.0))
+        out.append(st)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,14 +76,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-timeout", type=float, default=900.0, help="seconds per probe process")
     ap.add_argument("--isolation", choices=("fork", "spawn"), default="fork",
                     help="fork: import torch once and fork each phase (default); spawn: fresh interpreters")
+    ap.add_argument("--check", action="append", default=None, metavar="ID",
+                    help="run only this check (repeatable; default: every registered check)")
+    ap.add_argument("--phases", choices=("all", "raw"), default="all",
+                    help="raw: only the static and raw steps (no import unsloth)")
     args = ap.parse_args(argv)
+    known = checks.ids()
+    for c in args.check or ():
+        if c not in known:
+            ap.error(f"--check {c!r}: not a registered check; valid: {', '.join(known)}")
+    selected = tuple(args.check) if args.check else None
+    names = [n for n in checks.REGISTRY if selected is None or checks.info(n).id in selected]
 
     workdir = Path.cwd()
     log = workdir / LOG
     report: dict[str, Any] = {"schema": SCHEMA, "python": platform.python_version(), "executable": sys.executable,
-                              "cpu_mode": args.cpu_mode, "isolation": args.isolation, "steps": []}
+                              "cpu_mode": args.cpu_mode, "isolation": args.isolation, "phases": args.phases,
+                              "checks": {}}
     start = time.perf_counter()
-    report["static"] = static.detect_installed().to_dict()
+    for name in names:
+        info = checks.info(name)
+        try:
+            static = checks.phases_module(name).static()
+        except Exception as exc:  # a detector that breaks is an unknown verdict with the reason
+            static = {"verdict": "unknown", "reason": f"static detector failed: {error_text(exc).splitlines()[0]}"}
+        report["checks"][info.id] = {"static": static, "steps": []}
     report["static_s"] = round(time.perf_counter() - start, 3)
 
     start = time.perf_counter()
@@ -93,15 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     compile_on = args.compile == "on" or (args.compile == "auto" and device == "cuda")
     report.update(device=device, compile="on" if compile_on else "off")
     runner = run_both_forked if args.isolation == "fork" else run_both_spawned
-    raw, uns = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout)
-    report["steps"] += _split(raw, [("runtime", "runtime", "runtime_s")], log)
-    if uns is None:
-        for name in ("guard", "behavior"):
-            report["steps"].append({"name": name, "process": "unsloth", "status": "skipped", "seconds": 0.0,
-                                    "returncode": None, "reason": "not run: the raw phase timed out",
-                                    "result": None})
-    else:
-        report["steps"] += _split(uns, [("guard", "guard", "guard_s"), ("behavior", "behavior", "behavior_s")], log)
+    raw, uns = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout, selected,
+                      args.phases == "raw")
+    for key in ("import_unsloth_s", "waited_for_raw_s"):
+        if uns is not None and isinstance(uns.get("result"), dict) and key in uns["result"]:
+            report[key] = uns["result"][key]
+    skipped = "not run: --phases raw" if args.phases == "raw" else "not run: the raw phase timed out"
+    for name in names:
+        info = checks.info(name)
+        module = checks.phases_module(name)
+        steps = _steps(raw, info.id, [s.name for s in module.RAW_STEPS], log, skipped)
+        if args.phases == "all":
+            steps += _steps(uns, info.id, [s.name for s in module.UNSLOTH_STEPS], log, skipped)
+        report["checks"][info.id]["steps"] = steps
     report["phases_s"] = round(time.perf_counter() - start, 3)
     write_json(args.out, report)
     return 0

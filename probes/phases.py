@@ -1,10 +1,11 @@
-"""The two probe processes of a cell, and how they are started.
+"""The two probe processes of a cell, and how they are started. Knows no check by name.
 
 * ``raw``: never imports unsloth. Zoo alone (``UNSLOTH_IS_PRESENT=1
-  UNSLOTH_ALLOW_CPU=1``): the runtime detector and behaviour test 1.
-* ``unsloth``: ``import unsloth`` first, then the guard-presence probe (the
-  forward as import left it) and behaviour tests 2-13 with the extras. It
-  reads the raw phase's result (zoo's own forward, the raw verdict).
+  UNSLOTH_ALLOW_CPU=1``): every registered check's ``RAW_STEPS``
+  (runtime detectors, and whatever the check hands on in ``ctx.shared``).
+* ``unsloth``: ``import unsloth`` once, then every check's
+  ``UNSLOTH_STEPS`` in order; a step marked ``needs_raw`` first waits for the
+  raw process's findings (``raw.json``). See ``probes/checks/__init__.py``.
 
 Isolation (``--isolation``):
 
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from probes import checks
 from probes.common import error_text, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
@@ -50,64 +52,88 @@ def phase_env(phase: str, cpu_mode: str) -> tuple[dict[str, str], tuple[str, ...
     return {}, ("UNSLOTH_IS_PRESENT", "UNSLOTH_ALLOW_CPU")
 
 
-def _behavior_args(device: str, torch_compile: bool, phase: str) -> argparse.Namespace:
-    from probes.behavior import DEFAULT_GUARD_MODULE
-
-    return argparse.Namespace(device=device, compile="on" if torch_compile else "off",
-                              guard_module=DEFAULT_GUARD_MODULE, guard_file=None, phase=phase)
-
-
-def run_raw(device: str, torch_compile: bool, workdir: Path) -> dict[str, Any]:
-    """Runtime detector, then behaviour test 1, in a process without unsloth."""
-    from probes import runtime
-    from probes.behavior.__main__ import before_phase
-
+def _run_steps(steps: Any, ctx: checks.PhaseContext, before_step: Callable[[Any], None] | None = None,
+               ) -> dict[str, Any]:
+    """Run a check's steps in order; time each; an exception is that step's error, never the process's."""
     out: dict[str, Any] = {}
-    start = time.perf_counter()
-    try:
-        out["runtime"] = {**runtime.run(device), "ok": True}
-    except Exception as exc:  # kept as the runtime step's error; test 1 still runs
-        out["runtime"] = {"ok": False, "error": error_text(exc)}
-    out["runtime_s"] = round(time.perf_counter() - start, 3)
-    start = time.perf_counter()
-    out["behavior_before"] = before_phase(_behavior_args(device, torch_compile, "before"), torch_compile)
-    out["behavior_before_s"] = round(time.perf_counter() - start, 3)
+    for st in steps:
+        if before_step is not None:
+            before_step(st)
+        start = time.perf_counter()
+        try:
+            result = {"ok": True, **st.fn(ctx)}
+        except Exception as exc:  # the step's own failure is a finding, kept in its result
+            result = {"ok": False, "error": error_text(exc)}
+        result["seconds"] = round(time.perf_counter() - start, 3)
+        out[st.name] = result
     return out
 
 
-def run_unsloth(device: str, torch_compile: bool, workdir: Path) -> dict[str, Any]:
-    """``import unsloth``, the guard probe, then behaviour tests 2-13 and the extras."""
-    from probes import guard
-    from probes.behavior.__main__ import _placeholder, after_phase
-    from probes.behavior.support import TestResult
+def _check_names(selected: tuple[str, ...] | None) -> list[str]:
+    return [n for n in checks.REGISTRY if selected is None or checks.info(n).id in selected]
 
-    out: dict[str, Any] = {}
-    start = time.perf_counter()
-    out["guard"] = {**guard.run(device, torch_compile), "ok": True}  # imports unsloth
-    out["guard_s"] = round(time.perf_counter() - start, 3)
-    # The behaviour tests need the raw phase's findings (zoo's own forward, the raw verdict).
-    start = time.perf_counter()
+
+def run_raw(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
+            selected: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Every check's raw steps, in a process that never imports unsloth."""
+    out: dict[str, Any] = {"checks": {}}
+    for name in _check_names(selected):
+        info = checks.info(name)
+        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
+        try:
+            steps = _run_steps(checks.phases_module(name).RAW_STEPS, ctx)
+        except Exception as exc:  # the check's phases module itself did not import
+            steps, ctx.shared = {}, {"error": error_text(exc)}
+        out["checks"][info.id] = {"steps": steps, "shared": ctx.shared}
+    return out
+
+
+def _read_raw(workdir: Path) -> dict[str, Any]:
     while not (workdir / RAW_DONE).exists():
         time.sleep(0.05)
-    out["waited_for_raw_s"] = round(time.perf_counter() - start, 3)
     raw_file = workdir / "raw.json"
     try:
-        raw = json.loads(raw_file.read_text(encoding="utf-8")) if raw_file.is_file() else {}
+        data = json.loads(raw_file.read_text(encoding="utf-8")) if raw_file.is_file() else {}
     except ValueError:
-        raw = {}
-    before = raw.get("behavior_before")
-    if before:
-        t = before["tests"][0]
-        first = TestResult(t["id"], t["title"], t["outcome"], t["reason"], t["duration_s"], t["details"])
-    else:
-        first = _placeholder("01-before", "the raw phase left no result", "fail")
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def run_unsloth(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
+                selected: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``import unsloth`` once, then every check's unsloth steps (those that need the raw findings wait)."""
+    out: dict[str, Any] = {"checks": {}}
     start = time.perf_counter()
-    out["behavior"] = after_phase(_behavior_args(device, torch_compile, "all"), torch_compile, before, first)
-    out["behavior_s"] = round(time.perf_counter() - start, 3)
+    import_error = None
+    try:
+        import unsloth  # noqa: F401 -- the import under test: it may install guards and patch trainers
+    except Exception as exc:
+        import_error = f"import unsloth failed: {type(exc).__name__}: {exc}"
+    out["import_unsloth_s"] = round(time.perf_counter() - start, 3)
+    raw: dict[str, Any] | None = None
+    for name in _check_names(selected):
+        info = checks.info(name)
+        module = checks.phases_module(name)
+        if import_error is not None:
+            out["checks"][info.id] = {"steps": {s.name: {"ok": False, "error": import_error, "seconds": 0.0}
+                                                for s in module.UNSLOTH_STEPS}}
+            continue
+        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
+
+        def load_raw(st: Any, ctx: checks.PhaseContext = ctx, check_id: str = info.id) -> None:
+            nonlocal raw
+            if st.needs_raw and ctx.raw is None:
+                if raw is None:
+                    waited = time.perf_counter()
+                    raw = _read_raw(workdir)
+                    out["waited_for_raw_s"] = round(time.perf_counter() - waited, 3)
+                ctx.raw = ((raw.get("checks") or {}).get(check_id) or {}).get("shared") or {}
+
+        out["checks"][info.id] = {"steps": _run_steps(module.UNSLOTH_STEPS, ctx, load_raw)}
     return out
 
 
-PHASES: dict[str, Callable[[str, bool, Path], dict[str, Any]]] = {"raw": run_raw, "unsloth": run_unsloth}
+PHASES: dict[str, Callable[..., dict[str, Any]]] = {"raw": run_raw, "unsloth": run_unsloth}
 
 
 def _signal_name(num: int) -> str:
@@ -144,7 +170,8 @@ def _finish(name: str, status_code: int | None, out: Path, started: float, timeo
     return step
 
 
-def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path) -> int:
+def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
+                 selected: tuple[str, ...] | None = None) -> int:
     """Fork a child that runs phase ``name``; return its pid."""
     out = workdir / f"{name}.json"
     out.unlink(missing_ok=True)
@@ -165,7 +192,7 @@ def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, wor
             os.environ.pop(key, None)
         os.environ.update(set_env)
         try:
-            data = {**PHASES[name](device, torch_compile, workdir), "ok": True}
+            data = {**PHASES[name](device, torch_compile, cpu_mode, workdir, selected), "ok": True}
             code = 0
         except BaseException as exc:  # the phase's own failure is a finding, kept in its JSON
             data = {"ok": False, "error": error_text(exc)}
@@ -192,13 +219,16 @@ def wait_forked(name: str, pid: int, workdir: Path, started: float, timeout: flo
 
 
 def run_both_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
-                    timeout: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                    timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
+                    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Both phases at once: unsloth's import overlaps zoo's raw import; the behaviour tests
     in the unsloth phase then wait for the raw phase's findings (``raw.done``)."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
     started = time.perf_counter()
-    raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log)
-    uns_pid = start_forked("unsloth", device, torch_compile, cpu_mode, workdir, log)
+    raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log, selected)
+    if raw_only:
+        return wait_forked("raw", raw_pid, workdir, started, timeout), None
+    uns_pid = start_forked("unsloth", device, torch_compile, cpu_mode, workdir, log, selected)
     raw = wait_forked("raw", raw_pid, workdir, started, timeout)
     (workdir / RAW_DONE).write_text(raw["status"] + "\n", encoding="utf-8")
     if raw["status"] == "timeout":  # what hung once would hang again: keep the cell in its budget
@@ -209,25 +239,29 @@ def run_both_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Pa
 
 
 def run_both_spawned(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
-                     timeout: float) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                     timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
+                     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The phases one after the other, each in a fresh interpreter."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
-    raw = run_spawned("raw", device, torch_compile, cpu_mode, workdir, log, timeout)
+    raw = run_spawned("raw", device, torch_compile, cpu_mode, workdir, log, timeout, selected)
+    if raw_only:
+        return raw, None
     (workdir / RAW_DONE).write_text(raw["status"] + "\n", encoding="utf-8")
     if raw["status"] == "timeout":
         return raw, None
-    return raw, run_spawned("unsloth", device, torch_compile, cpu_mode, workdir, log, timeout)
+    return raw, run_spawned("unsloth", device, torch_compile, cpu_mode, workdir, log, timeout, selected)
 
 
 def run_spawned(name: str, device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
-                timeout: float) -> dict[str, Any]:
+                timeout: float, selected: tuple[str, ...] | None = None) -> dict[str, Any]:
     out = workdir / f"{name}.json"
     out.unlink(missing_ok=True)
     set_env, drop = phase_env(name, cpu_mode)
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(set_env)
     argv = [sys.executable, "-m", "probes.phases", name, "--out", str(out), "--device", device,
-            "--compile", "on" if torch_compile else "off"]
+            "--compile", "on" if torch_compile else "off", "--cpu-mode", cpu_mode,
+            *(f"--check={c}" for c in selected or ())]
     started = time.perf_counter()
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"\n===== {name}: {' '.join(argv[1:])}\n")
@@ -247,9 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--compile", choices=("on", "off"), default="off")
+    ap.add_argument("--cpu-mode", choices=("allow-cpu", "cpu-backend"), default="allow-cpu")
+    ap.add_argument("--check", action="append", default=None, help="only this check id (repeatable)")
     args = ap.parse_args(argv)
     try:
-        data = {**PHASES[args.phase](args.device, args.compile == "on", Path.cwd()), "ok": True}
+        selected = tuple(args.check) if args.check else None
+        data = {**PHASES[args.phase](args.device, args.compile == "on", args.cpu_mode, Path.cwd(), selected),
+                "ok": True}
         code = 0
     except Exception as exc:
         data = {"ok": False, "error": error_text(exc)}

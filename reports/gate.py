@@ -1,28 +1,133 @@
-"""Gate decisions: exit codes for release gating and plain-words recommendations.
+"""Gate decisions: expected states, exit codes, and plain-words recommendations.
 
-Exit codes of ``nox -s gate`` and ``nox -s pinned`` (documented in the README):
-  0  every cell passes (activates, no-ops, not-needed)
-  1  some cell is ``missing`` or ``broken``: the exposure is real
-  2  some cell is ``error`` (or the harness failed): no verdict could be reached
-An ``error`` outranks a finding: a gate that could not look must not pass.
+``evaluate(report)`` judges every (cell, check) like pytest's strict xfail:
+
+* ``pass``  -- the state passes the gate and nothing else was expected;
+* ``xfail`` -- a failing state the matrix file expected (``expect``);
+* ``fail``  -- a failing state nobody expected, or a state other than the
+  expected one;
+* ``xpass`` -- a failing state was expected and a passing one came: the
+  expectation is stale, so the run fails until the matrix file is updated.
+
+Which states fail is the report's ``gate.failing_states`` (the matrix file's
+``[gate] fail_on``, default :data:`probes.checks.vocabulary.FAILING_BY_DEFAULT`);
+nothing here spells a state list of its own. Exit codes (``matrix.errors``):
+0 when every cell passes or is in its expected state, 1 on any ``fail`` or
+``xpass``; 2 is the harness's (raised errors), never a finding -- except for
+``gate`` and ``pinned``, where an unexpected ``error`` cell means "no verdict"
+(``Outcome.gate_exit_code``): a gate that could not look must not pass.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-EXIT_PASS, EXIT_EXPOSED, EXIT_ERROR = 0, 1, 2
+from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK
+from probes.checks.vocabulary import FAILING_BY_DEFAULT
+
+Kind = Literal["pass", "xfail", "fail", "xpass"]
+# Worst first: a cell's kind is the worst of its checks'.
+KIND_ORDER: tuple[Kind, ...] = ("fail", "xpass", "xfail", "pass")
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check of one cell, judged against what the matrix file expects."""
+
+    cell_id: str
+    check: str
+    state: str
+    expected: str | None
+    kind: Kind
+
+    def describe(self) -> str:
+        """One line: what happened and, for a failure, why it counts as one."""
+        head = f"{self.cell_id} {self.check}: {self.state}"
+        if self.kind == "xfail":
+            return f"{head} (XFAIL: expected)"
+        if self.kind == "xpass":
+            return (f"{head} (XPASS: expected {self.expected}, which no longer happens; the expectation is stale: "
+                    "remove or update it in the matrix file)")
+        if self.kind == "fail" and self.expected is not None:
+            return f"{head} (FAIL: expected {self.expected})"
+        if self.kind == "fail":
+            return f"{head} (FAIL: fails the gate)"
+        return head
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The gate's judgement of a whole report."""
+
+    checks: tuple[CheckOutcome, ...]
+    failing_states: frozenset[str]
+
+    def of_kind(self, kind: Kind) -> list[CheckOutcome]:
+        return [c for c in self.checks if c.kind == kind]
+
+    def cell_kind(self, cell_id: str) -> Kind:
+        kinds = {c.kind for c in self.checks if c.cell_id == cell_id}
+        return next((k for k in KIND_ORDER if k in kinds), "pass")
+
+    @property
+    def exit_code(self) -> int:
+        """0 when everything passes or is as expected; 1 on an unexpected failure or an XPASS."""
+        return EXIT_GATE if self.of_kind("fail") or self.of_kind("xpass") else EXIT_OK
+
+    @property
+    def gate_exit_code(self) -> int:
+        """``gate`` and ``pinned``: like ``exit_code``, but an unexpected ``error`` is 2 (no verdict)."""
+        if any(c.state == "error" for c in self.of_kind("fail")):
+            return EXIT_HARNESS
+        return self.exit_code
+
+    def summary(self) -> str:
+        """The closing line of a run: counts, then the exit code and what it means."""
+        counts = ", ".join(f"{len(self.of_kind(k))} {k}" for k in ("pass", "xfail", "fail", "xpass"))
+        verdict = "ok" if self.exit_code == EXIT_OK else "FAILED"
+        return f"gate {verdict}: {counts} (cell x check; failing states: {', '.join(sorted(self.failing_states))})"
+
+    def lines(self) -> list[str]:
+        """One line per (cell, check) that is not a plain pass, worst first."""
+        return [c.describe() for k in KIND_ORDER[:3] for c in self.of_kind(k)]
+
+
+def judge(state: str, failing: bool, expected: str | None, failing_states: frozenset[str]) -> Kind:
+    if expected is None:
+        return "fail" if failing else "pass"
+    if state == expected:
+        return "xfail" if failing else "pass"
+    if expected in failing_states and not failing:
+        return "xpass"
+    return "fail"
+
+
+def evaluate(report: dict[str, Any]) -> Outcome:
+    """Judge every cell and check of ``report`` (schema ``skewmatrix.report/2``); pure."""
+    gate = report.get("gate") or {}
+    failing_states = frozenset(gate.get("failing_states", FAILING_BY_DEFAULT))
+    out: list[CheckOutcome] = []
+    for entry in report["cells"]:
+        cell_id = entry["cell_id"]
+        verdicts: dict[str, Any] = entry.get("verdicts") or {}
+        expect: dict[str, str] = entry.get("expect") or {}
+        for check, verdict in verdicts.items():
+            state = verdict["guard"]
+            failing = bool(verdict.get("gate_fail", state in failing_states))
+            kind = judge(state, failing, expect.get(check), failing_states)
+            out.append(CheckOutcome(cell_id, check, state, expect.get(check), kind))
+        for check in expect.keys() - verdicts.keys():
+            # An expectation about a check the cell has no verdict for cannot be met: stale.
+            out.append(CheckOutcome(cell_id, check, "no verdict", expect[check], "fail"))
+    return Outcome(tuple(out), failing_states)
 
 
 def exit_code(report: dict[str, Any]) -> int:
-    states = {c["classification"]["guard"] for c in report["cells"]}
-    if "error" in states:
-        return EXIT_ERROR
-    if {"missing", "broken"} & states:
-        return EXIT_EXPOSED
-    return EXIT_PASS
+    """The exit code of ``gate`` and ``pinned`` for ``report`` (see ``Outcome.gate_exit_code``)."""
+    return evaluate(report).gate_exit_code
 
 
 def first_fixed_zoo(out_dir: Path) -> str | None:

@@ -1,89 +1,81 @@
-"""The report: every cell JSON of a run, classified, in one versioned document.
+"""The report: every cell result of a run, classified per check, in one versioned document.
 
-``load_cells`` reads ``<out>/cells/*/cell.json`` and refuses (by name) any
-file that is truncated, corrupt or of another schema: a result is never
-silently dropped. ``build_report`` classifies each cell and lays out the
-grid (rows: unsloth builds, columns: zoo builds, in matrix order). The
-report's schema is ``reports/report.schema.json``.
+Pure: cell dicts in, one report dict out (schema ``reports/report.schema.json``).
+For each cell and each registered check (``probes.checks``), that check's own
+``verdict.classify`` gives its states; nothing here names a hazard. Reading
+result files is the harness's job (``matrix.collect``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
-from matrix.errors import SkewmatrixError
-from reports.classify import FAILING_BY_DEFAULT, GuardState, classify
+from probes import checks
+from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES, GuardState, Verdict, ZooState
 
-REPORT_SCHEMA = "skewmatrix.report/1"
-CELL_SCHEMA = "skewmatrix.cell/1"
-
-
-class ResultFileError(SkewmatrixError):
-    """A cell result file cannot be trusted."""
+REPORT_SCHEMA = "skewmatrix.report/2"
+CELL_SCHEMA = "skewmatrix.cell/2"
 
 
-def load_cell(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultFileError(f"{path}: unreadable cell result ({exc}); rerun that cell") from exc
-    if not isinstance(data, dict) or data.get("schema") != CELL_SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultFileError(f"{path}: schema {got!r} is not {CELL_SCHEMA!r}; rerun that cell")
-    for key in ("cell_id", "builds", "steps"):
-        if key not in data:
-            raise ResultFileError(f"{path}: cell result lacks {key!r}; rerun that cell")
-    # Accept only what every renderer can show: a result that would crash a
-    # renderer later is refused now, by name.
-    try:
-        report = build_report([data], matrix=str(path))
-        from reports.render import RENDERERS
-
-        for renderer in RENDERERS.values():
-            renderer.render(report)
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-        raise ResultFileError(f"{path}: malformed cell result ({type(exc).__name__}: {exc}); rerun that cell") from exc
-    return data
+def _error_verdict(reason: str) -> Verdict:
+    return Verdict(ZooState.UNKNOWN, "not probed", "unknown", "unknown", GuardState.ERROR, reason)
 
 
-def load_cells(out_dir: Path, only: list[str] | None = None) -> list[dict[str, Any]]:
-    cells = []
-    for path in sorted((out_dir / "cells").glob("*/cell.json")):
-        if only is not None and path.parent.name not in only:
-            continue
-        cells.append(load_cell(path))
-    return cells
+def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT) -> dict[str, dict[str, Any]]:
+    """Every registered check's verdict for one cell, as dicts (see ``Verdict.to_dict``)."""
+    out = {}
+    error = cell.get("error")
+    for name in checks.REGISTRY:
+        info = checks.info(name)
+        section = (cell.get("checks") or {}).get(info.id)
+        if error:
+            message = str(error.get("message") or "").splitlines()
+            v = _error_verdict(f"{error.get('kind')}: {(message[0] if message else '')[:300]}")
+        elif section is None:
+            v = _error_verdict("this check did not run in the cell (older probes, or --check excluded it)")
+        else:
+            v = checks.verdict_module(name).classify(section, cell)
+        out[info.id] = v.to_dict(failing)
+    return out
+
+
+def check_table() -> list[dict[str, Any]]:
+    """The registered checks, in registry order, as the report lists them."""
+    return [asdict(i) for i in checks.infos()]
 
 
 def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] | None = None,
-                 failing: frozenset[GuardState] = FAILING_BY_DEFAULT) -> dict[str, Any]:
+                 failing: frozenset[str] = FAILING_BY_DEFAULT) -> dict[str, Any]:
     if order is not None:
         rank = {cid: i for i, cid in enumerate(order)}
         cells = sorted(cells, key=lambda c: rank.get(c["cell_id"], len(rank)))
+    failing = frozenset(str(getattr(s, "value", s)) for s in failing)
+    table = check_table()
     rows: list[str] = []
     cols: list[str] = []
     entries = []
     for cell in cells:
-        cls = classify(cell)
         u, z = cell["builds"]["unsloth"]["name"], cell["builds"]["zoo"]["name"]
         if u not in rows:
             rows.append(u)
         if z not in cols:
             cols.append(z)
-        entries.append({**cell, "classification": cls.to_dict(), "gate_fail": cls.guard in failing})
-    summary: dict[str, int] = {s.value: 0 for s in GuardState}
+        v = verdicts(cell, failing)
+        entries.append({**cell, "verdicts": v, "gate_fail": any(x["gate_fail"] for x in v.values())})
+    summary = {c["id"]: dict.fromkeys(GUARD_STATES, 0) for c in table}
     for e in entries:
-        summary[e["classification"]["guard"]] += 1
+        for cid, v in e["verdicts"].items():
+            summary[cid][v["guard"]] += 1
     return {
         "schema": REPORT_SCHEMA,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "matrix": matrix,
+        "checks": table,
         "grid": {"unsloth": rows, "zoo": cols},
         "summary": summary,
-        "gate": {"failing_states": sorted(s.value for s in failing),
+        "gate": {"failing_states": sorted(failing),
                  "failed_cells": [e["cell_id"] for e in entries if e["gate_fail"]]},
         "cells": entries,
     }

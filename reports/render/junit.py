@@ -1,28 +1,48 @@
 """``junit.xml``: one ``<testsuite>`` per cell, for GitHub, GitLab and Jenkins.
 
-Each cell's suite holds, in this order: the cell's guard state as a testcase
-(``<failure>`` when the cell fails the gate, ``<error>`` when its state is
-``error``), one testcase per probe (static, runtime, guard, behavior: an
-``<error>`` when the probe did not finish), and one per behaviour test and
-extra probe (``fail`` is a ``<failure>``, ``n/a`` is ``<skipped>`` with its
-reason). Every ``classname`` starts with the cell id, because GitLab groups and
-deduplicates by classname; Jenkins splits it at the last dot, so the cell id
-is the package and ``gate``/``probe``/``behavior`` the class. Builds, digests,
-versions and admissibility are properties of the testsuite only: the xunit2
-schema rejects properties on a testcase. Counts and times follow the
-surefire/Jenkins schema (``junit-10.xsd``): ``tests``/``failures``/``errors``
-on the root, plus ``skipped`` on each suite, times in seconds with three
-decimals.
+Each cell's suite holds, for every registered check in report order: the
+check's verdict as a ``gate`` testcase (``<failure>`` when the check fails
+the gate, ``<error>`` when its state is ``error``; the message carries the
+reason and the plain words of ``reports.advice``), then one testcase per
+piece of evidence (``reports.render.view.evidence_of``): the static detector
+and each step (an ``<error>`` when the step did not finish; the ``train``
+step is a ``<failure>`` when the run logged or stored a NaN), one per
+behaviour test and extra probe (``fail`` is a ``<failure>``, ``n/a`` is
+``<skipped>`` with its reason). A check that fails in the state the matrix
+expects (pytest's strict xfail) is ``<skipped>`` throughout, with the
+expectation in the message; an expected failure that no longer happens
+(XPASS) is a ``<failure>``.
+
+Every ``classname`` is ``<cell id>.<check id>.<group>``, because GitLab
+groups and deduplicates by classname; Jenkins splits it at the last dot, so
+``<cell id>.<check id>`` is the package and ``gate``/``step``/``behavior``
+the class. Builds, digests, versions, admissibility and each check's states
+are properties of the testsuite only: the xunit2 schema rejects properties on
+a testcase. Counts and times follow the surefire/Jenkins schema
+(``junit-10.xsd``): ``tests``/``failures``/``errors`` on the root, plus
+``skipped`` on each suite, times in seconds with three decimals.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from typing import Any, ClassVar
 
+from reports.advice import advice, fixed_since
 from reports.render.base import Renderer
+from reports.render.view import (
+    Evidence,
+    evidence_of,
+    report_checks,
+    residual_names,
+    residual_note,
+    state_of,
+    status_word,
+    training_label,
+    training_of,
+    verdict_of,
+)
 
 MESSAGE_CHARS = 500
 TEXT_CHARS = 8_000
@@ -44,11 +64,6 @@ def _message(value: Any) -> str:
 
 def _time(seconds: Any) -> str:
     return f"{seconds:.3f}" if isinstance(seconds, (int, float)) and seconds >= 0 else "0.000"
-
-
-def _probe_step(cell: dict[str, Any], name: str) -> dict[str, Any] | None:
-    probes = cell.get("probes") or {}
-    return next((s for s in probes.get("steps") or [] if s.get("name") == name), None)
 
 
 class _Suite:
@@ -75,7 +90,7 @@ class _Suite:
             self.counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[outcome]] += 1
             child = ET.SubElement(tc, tag, message=_message(message))
             if tag != "skipped":
-                child.set("type", group if tag == "failure" else "error")
+                child.set("type", group.rsplit(".", 1)[-1] if tag == "failure" else "error")
             if text:
                 child.text = _text(text)
         if out:
@@ -91,8 +106,10 @@ class JunitRenderer(Renderer):
         root = ET.Element("testsuites", name=f"skewmatrix {report.get('matrix', '')}".strip())
         totals = {"tests": 0, "failures": 0, "errors": 0}
         total_time = 0.0
-        for cell in report.get("cells", []):
-            suite = self._suite(cell)
+        for cell in report.get("cells") or []:
+            if not isinstance(cell, dict):
+                continue
+            suite = self._suite(report, cell)
             root.append(suite.el)
             for k in totals:
                 totals[k] += suite.counts[k]
@@ -104,27 +121,29 @@ class JunitRenderer(Renderer):
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
-    def _suite(self, cell: dict[str, Any]) -> _Suite:
-        cid = str(cell.get("cell_id"))
-        suite = _Suite(cid)
+    def _suite(self, report: dict[str, Any], cell: dict[str, Any]) -> _Suite:
+        suite = _Suite(str(cell.get("cell_id")))
         if cell.get("started"):
             suite.el.set("timestamp", _text(str(cell["started"]).replace("+00:00", ""), 64))
-        self._properties(suite, cell)
-        self._gate_case(suite, cell)
-        self._probe_cases(suite, cell)
-        self._behaviour_cases(suite, cell)
+        self._properties(report, suite, cell)
+        for check in report_checks(report):
+            self._check_cases(report, suite, cell, check)
         for k, v in suite.counts.items():
             suite.el.set(k, str(v))
         suite.el.set("time", _time(cell.get("seconds")))
         return suite
 
-    def _properties(self, suite: _Suite, cell: dict[str, Any]) -> None:
-        c = cell.get("classification") or {}
+    @staticmethod
+    def _properties(report: dict[str, Any], suite: _Suite, cell: dict[str, Any]) -> None:
         suite.prop("cell_id", cell.get("cell_id"))
         suite.prop("matrix", cell.get("matrix"))
-        suite.prop("guard_state", c.get("guard"))
-        suite.prop("zoo_state", c.get("zoo"))
         suite.prop("gate", "fail" if cell.get("gate_fail") else "pass")
+        for check in report_checks(report):
+            v = verdict_of(cell, check["id"])
+            suite.prop(f"check.{check['id']}.guard_state", v.get("guard"))
+            suite.prop(f"check.{check['id']}.zoo_state", v.get("zoo"))
+            suite.prop(f"check.{check['id']}.training", training_label(training_of(cell, check["id"])))
+            suite.prop(f"check.{check['id']}.gate", "fail" if v.get("gate_fail") else "pass")
         for role in ("unsloth", "zoo"):
             b = (cell.get("builds") or {}).get(role) or {}
             suite.prop(f"{role}.build", b.get("name"))
@@ -151,90 +170,58 @@ class JunitRenderer(Renderer):
             suite.prop(f"installed.{d.get('name')}.wheel_sha256", d.get("wheel_sha256"))
         suite.prop("installed.count", len(cell.get("installed") or []))
 
-    def _gate_case(self, suite: _Suite, cell: dict[str, Any]) -> None:
-        c = cell.get("classification") or {}
-        guard, reason = c.get("guard"), c.get("guard_reason", "")
-        summary = f"guard {guard}: {reason}\nzoo {c.get('zoo')}: {c.get('zoo_reason', '')}"
-        failing = (c.get("behavior") or {}).get("failing") or []
-        if failing:
-            summary += f"\nfailing behaviour tests: {', '.join(map(str, failing))}"
-        if not cell.get("gate_fail"):
-            suite.case("gate", "guard state", out=summary)
-            return
-        err = cell.get("error")
-        if guard == "error":
-            text = summary
-            if isinstance(err, dict):
-                text += f"\n\n{err.get('kind')}: {err.get('message', '')}\n\n{err.get('log_tail', '')}"
-            suite.case("gate", "guard state", outcome="error", message=f"{guard}: {reason}", text=text)
-        else:
-            suite.case("gate", "guard state", outcome="failure", message=f"{guard}: {reason}", text=summary)
-
-    def _probe_cases(self, suite: _Suite, cell: dict[str, Any]) -> None:
-        probes = cell.get("probes")
-        if not probes:
-            err = cell.get("error") or {}
-            why = f"not run: {err.get('kind', 'no probes')}: {_message(err.get('message'))}"
-            for name in ("static", "runtime", "guard", "behavior"):
-                suite.case("probe", name, outcome="skipped", message=why)
-            return
-        static = probes.get("static") or {}
-        verdict = static.get("verdict", "unknown")
-        if verdict == "unknown":
-            suite.case("probe", "static", probes.get("static_s"), outcome="error",
-                       message=f"static detector failed: {static.get('reason', '')}", text=static.get("reason", ""))
-        else:
-            suite.case("probe", "static", probes.get("static_s"), out=f"verdict {verdict}: {static.get('reason', '')}")
-        for name in ("runtime", "guard", "behavior"):
-            step = _probe_step(cell, name)
-            if step is None:
-                if name == "behavior":
-                    suite.case("probe", name, outcome="skipped", message="the behaviour suite was not run")
-                else:
-                    suite.case("probe", name, outcome="error", message=f"the {name} probe did not run")
-                continue
-            result = step.get("result") if isinstance(step.get("result"), dict) else {}
-            if step.get("status") == "ok":
-                suite.case("probe", name, step.get("seconds"), out=self._probe_summary(name, result))
-            elif step.get("status") == "skipped":
-                suite.case("probe", name, outcome="skipped", message=str(step.get("reason") or "not run"))
-            else:
-                suite.case("probe", name, step.get("seconds"), outcome="error",
-                           message=f"{step.get('status')}: {step.get('reason') or ''}",
-                           text=f"exit code {step.get('returncode')}\n\n{step.get('log_tail') or ''}")
+    def _check_cases(self, report: dict[str, Any], suite: _Suite, cell: dict[str, Any], check: dict[str, Any]) -> None:
+        cid = check["id"]
+        word = status_word(report, cell, cid)
+        expected = (cell.get("expect") or {}).get(cid)
+        self._gate_case(report, suite, cell, check, word)
+        for ev in evidence_of(cell, cid):
+            self._evidence_case(suite, f"{cid}.{ev.group}", ev,
+                                xfail=f"XFAIL (the matrix expects {expected})" if word == "XFAIL" else "")
 
     @staticmethod
-    def _probe_summary(name: str, result: dict[str, Any]) -> str:
-        if name == "guard":
-            public = (result.get("routes") or {}).get("public") or {}
-            original = (result.get("forward") or {}).get("original")
-            return (f"forward replaced: {'unknown' if original is None else not original}; "
-                    f"all-masked finite: {result.get('all_masked_finite')}; "
-                    f"public route loss {public.get('loss')} ({public.get('grad_fn')})")
-        if result.get("verdict"):
-            return f"verdict {result['verdict']}: {result.get('reason', '')}"
-        return str(result.get("reason") or "ok")
-
-    def _behaviour_cases(self, suite: _Suite, cell: dict[str, Any]) -> None:
-        step = _probe_step(cell, "behavior")
-        result = (step or {}).get("result")
-        if not isinstance(result, dict):
+    def _gate_case(report: dict[str, Any], suite: _Suite, cell: dict[str, Any], check: dict[str, Any],
+                   word: str) -> None:
+        cid = check["id"]
+        v = verdict_of(cell, cid)
+        guard, reason = state_of(v, "guard"), str(v.get("guard_reason") or "")
+        story = [f"guard {guard}: {reason}", f"zoo {state_of(v, 'zoo')}: {v.get('zoo_reason') or ''}",
+                 f"training: {training_label(training_of(cell, cid))}"]
+        failing = (v.get("behavior") or {}).get("failing") or []
+        if failing:
+            story.append(f"failing behaviour tests: {', '.join(map(str, failing))}")
+        if v.get("symptom"):
+            story.append(f"symptom: {v['symptom']}")
+        group = f"{cid}.gate"
+        expected = (cell.get("expect") or {}).get(cid)
+        if word == "XPASS":
+            suite.case(group, "guard state", outcome="failure",
+                       message=f"XPASS: expected {expected}, got {guard}: the expectation is stale",
+                       text="\n".join(story))
             return
-        for group, tests in (("behavior", result.get("tests") or []), ("behavior.extra", result.get("extra") or [])):
-            for t in tests:
-                if not isinstance(t, dict):
-                    continue
-                name = f"{t.get('id')}: {t.get('title')}" if t.get("title") else str(t.get("id"))
-                outcome, reason = t.get("outcome"), t.get("reason") or ""
-                details = t.get("details")
-                detail_text = json.dumps(details, indent=1, sort_keys=True, default=str) if details else ""
-                if outcome == "pass":
-                    suite.case(group, name, t.get("duration_s"), out=reason)
-                elif outcome == "fail":
-                    suite.case(group, name, t.get("duration_s"), outcome="failure", message=reason,
-                               text=f"{t.get('title', '')}\n{reason}\n\n{detail_text}".strip())
-                elif outcome == "n/a":
-                    suite.case(group, name, t.get("duration_s"), outcome="skipped", message=reason)
-                else:
-                    suite.case(group, name, t.get("duration_s"), outcome="error",
-                               message=f"unknown outcome {outcome!r}: {reason}")
+        if not v.get("gate_fail"):
+            note = residual_note(cell, cid)
+            if note:
+                story.insert(0, f"{note}: {residual_names(cell, cid)}")
+            suite.case(group, "guard state", out="\n".join(story))
+            return
+        a = advice(cell, check, fixed=fixed_since(report, cid))
+        story += [f"{label}: {text}" for label, text in a.lines()]
+        message = f"{guard}: {reason}. Reach: {a.reach}. Next step: {a.next_step}"
+        if word == "XFAIL":
+            suite.case(group, "guard state", outcome="skipped",
+                       message=f"XFAIL (the matrix expects {expected}): {message}", text="\n".join(story))
+            return
+        text = "\n".join(story)
+        err = cell.get("error")
+        if guard == "error" and isinstance(err, dict):
+            text += f"\n\n{err.get('kind')}: {err.get('message', '')}\n\n{err.get('log_tail', '')}"
+        suite.case(group, "guard state", outcome="error" if guard == "error" else "failure", message=message,
+                   text=text)
+
+    @staticmethod
+    def _evidence_case(suite: _Suite, group: str, ev: Evidence, *, xfail: str) -> None:
+        if xfail and ev.failed:
+            suite.case(group, ev.name, ev.seconds, outcome="skipped", message=f"{xfail}: {ev.message}", text=ev.text)
+            return
+        suite.case(group, ev.name, ev.seconds, outcome=ev.outcome, message=ev.message, text=ev.text, out=ev.out)

@@ -1,29 +1,89 @@
-"""``report.md``: the grid, the legend, then per-cell details.
+"""``report.md``: the gate line, per-check state counts, the grid, the failing checks in plain words, the legend,
+then per-cell details.
 
-Also what goes to ``$GITHUB_STEP_SUMMARY``. Cells read ``zoo state / guard
-state`` with the behaviour count when the suite ran; failing guard states
-are bold so a reviewer's eye lands on them.
+Each grid cell has one line per registered check (``label: zoo / guard
+behaviour · train outcome``); failing guard states are bold so a reviewer's
+eye lands on them. Every failing check of every cell gets its reason, its
+user-visible symptom and the three sentences of ``reports.advice``; the
+cell's details keep uv's full resolver explanation folded in ``<details>``.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from reports.classify import GUARD_MEANING, ZOO_MEANING, GuardState, ZooState
-from reports.model import cell_at
+from reports.advice import advice, fixed_since
 from reports.render.base import Renderer, fmt_seconds, short_digest
+from reports.render.view import (
+    TRAIN_HEADERS,
+    admissible_text,
+    cell_at,
+    plural,
+    report_checks,
+    residual_names,
+    residual_note,
+    run_title,
+    short_labels,
+    state_counts,
+    state_of,
+    status_word,
+    train_runs,
+    training_label,
+    training_of,
+    verdict_line,
+    verdict_of,
+)
 
 
-def _esc(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _esc(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def cell_label(entry: dict[str, Any]) -> str:
-    c = entry["classification"]
-    guard = c["guard"]
-    guard_txt = f"**{guard}**" if entry.get("gate_fail") else guard
-    beh = c["behavior"]["label"]
-    return f"zoo {c['zoo']} · guard {guard_txt}" + (f" {beh}" if beh else "")
+def _bold_failing(state: str, failing: bool) -> str:
+    return f"**{state}**" if failing else state
+
+
+def cell_label(report: dict[str, Any], entry: dict[str, Any]) -> str:
+    """A grid cell: one line per check, joined by ``<br>``."""
+    checks = report_checks(report)
+    labels = short_labels(checks)
+    return "<br>".join(_esc(verdict_line(entry, c["id"], labels[c["id"]], mark=_bold_failing)) for c in checks) \
+        or "-"
+
+
+def fence(text: str) -> list[str]:
+    """A code block that no backtick run inside ``text`` can close."""
+    ticks = "`" * max(3, _longest_backticks(text) + 1)
+    return [ticks, text.rstrip("\n"), ticks]
+
+
+def _longest_backticks(text: str) -> int:
+    best = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    return best
+
+
+def failing_items(report: dict[str, Any], entry: dict[str, Any]) -> list[str]:
+    """The failing (and stale-expectation) checks of one cell, each with its plain words, as Markdown lines."""
+    out: list[str] = []
+    cid = entry.get("cell_id")
+    for c in report_checks(report):
+        v = verdict_of(entry, c["id"])
+        word = status_word(report, entry, c["id"])
+        if word == "XPASS":
+            out += [f"- **XPASS** `{cid}` · `{c['id']}`: expected {_esc((entry.get('expect') or {}).get(c['id']))}, "
+                    f"got {state_of(v, 'guard')}: the expectation is stale"]
+        if not v.get("gate_fail"):
+            continue
+        out.append(f"- **{word}** `{cid}` · `{c['id']}`: **{state_of(v, 'guard')}**: "
+                   f"{_esc(v.get('guard_reason') or '')}")
+        if v.get("symptom"):
+            out.append(f"  - symptom: {_esc(v['symptom'])}")
+        a = advice(entry, c, fixed=fixed_since(report, c["id"]))
+        out += [f"  - {label}: {_esc(text)}" for label, text in a.lines()]
+    return out
 
 
 class MarkdownRenderer(Renderer):
@@ -31,76 +91,130 @@ class MarkdownRenderer(Renderer):
 
     def render(self, report: dict[str, Any]) -> str:
         """See Renderer.render."""
+        cells = [e for e in report.get("cells") or [] if isinstance(e, dict)]
+        checks = report_checks(report)
+        labels = short_labels(checks)
+        gate = report.get("gate") or {}
+        failed = gate.get("failed_cells") or []
         lines = ["# skewmatrix report", ""]
-        lines.append(f"Matrix `{report['matrix']}`, {len(report['cells'])} cell(s), generated {report['generated']}.")
-        summary = ", ".join(f"{k} {v}" for k, v in report["summary"].items() if v)
-        failed = report["gate"]["failed_cells"]
+        lines.append(f"Matrix `{report.get('matrix', '')}`, {plural(len(cells), 'cell')} × "
+                     f"{plural(len(checks), 'check')}, generated {report.get('generated', '-')}.")
         verdict = f"**{len(failed)} cell(s) fail the gate**" if failed else "all cells pass the gate"
-        lines += [f"Guard states: {summary or 'none'}; {verdict}.", ""]
-        zoos = report["grid"]["zoo"]
-        by_name = {e["builds"]["zoo"]["name"]: e["builds"]["zoo"] for e in report["cells"]}
-        ubuilds = {e["builds"]["unsloth"]["name"]: e["builds"]["unsloth"] for e in report["cells"]}
-        header = "| unsloth \\ zoo | " + " | ".join(f"{z} ({by_name[z]['describe']})" for z in zoos) + " |"
-        lines += [header, "|---|" + "---|" * len(zoos)]
-        for u in report["grid"]["unsloth"]:
-            row = [f"{u} ({ubuilds[u]['describe']})"]
-            for z in zoos:
-                e = cell_at(report, u, z)
-                row.append(cell_label(e) if e else "—")
-            lines.append("| " + " | ".join(_esc(x) for x in row) + " |")
-        lines += ["", "<details><summary>Legend</summary>", ""]
-        lines += [f"- zoo `{s.value}`: {ZOO_MEANING[s]}" for s in ZooState]
-        lines += [f"- guard `{s.value}`: {GUARD_MEANING[s]}" for s in GuardState]
-        lines += ["", f"Gate fails on: {', '.join(report['gate']['failing_states'])}.", "", "</details>", ""]
+        lines += [f"{verdict} (failing states: {', '.join(gate.get('failing_states') or [])}).", ""]
+        lines += ["| check | guard states |", "|---|---|"]
+        for c in checks:
+            counts = ", ".join(f"{s} {n}" for s, n in state_counts(report, c["id"])) or "none"
+            lines.append(f"| `{c['id']}` ({_esc(labels[c['id']])}) | {_esc(counts)} |")
+        lines += ["", *self._grid(report, cells), ""]
+        findings = [line for e in cells for line in failing_items(report, e)]
+        if findings:
+            lines += ["## Failing checks", "", *findings, ""]
+        lines += ["<details><summary>Legend</summary>", ""]
+        for c in checks:
+            lines += [f"**`{c['id']}`** ({_esc(labels[c['id']])}): {_esc(c.get('title') or '')}. "
+                      f"{_esc(c.get('hazard') or '')}. Kernel `{c.get('kernel') or '-'}`.", ""]
+            lines += [f"- zoo `{s}`: {_esc(m)}" for s, m in (c.get("zoo_meaning") or {}).items()]
+            lines += [f"- guard `{s}`: {_esc(m)}" for s, m in (c.get("guard_meaning") or {}).items()]
+            lines.append("")
+        lines += [f"Gate fails on: {', '.join(gate.get('failing_states') or [])}.", "", "</details>", ""]
         lines += self._scan(report)
         lines.append("## Cells")
-        for e in report["cells"]:
-            lines += ["", *self._details(e)]
+        for e in cells:
+            lines += ["", *self._details(report, e)]
         return "\n".join(lines) + "\n"
 
-    def _scan(self, report: dict[str, Any]) -> list[str]:
+    @staticmethod
+    def _grid(report: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
+        grid = report.get("grid") or {}
+        zoos, rows = list(grid.get("zoo") or []), list(grid.get("unsloth") or [])
+        zdesc = {e["builds"]["zoo"]["name"]: e["builds"]["zoo"].get("describe", "") for e in cells
+                 if isinstance((e.get("builds") or {}).get("zoo"), dict)}
+        udesc = {e["builds"]["unsloth"]["name"]: e["builds"]["unsloth"].get("describe", "") for e in cells
+                 if isinstance((e.get("builds") or {}).get("unsloth"), dict)}
+        out = ["| unsloth \\ zoo | " + " | ".join(_esc(f"{z} ({zdesc.get(z, '-')})") for z in zoos) + " |",
+               "|---|" + "---|" * len(zoos)]
+        for u in rows:
+            row = [_esc(f"{u} ({udesc.get(u, '-')})")]
+            for z in zoos:
+                e = cell_at(report, u, z)
+                row.append(cell_label(report, e) if e else "—")
+            out.append("| " + " | ".join(row) + " |")
+        return out
+
+    @staticmethod
+    def _scan(report: dict[str, Any]) -> list[str]:
         scan = report.get("scan")
-        if not scan:
+        if not isinstance(scan, dict) or not scan.get("comparisons"):
             return []
         out = ["## Static scan vs cells", ""]
         out.append(f"First fixed zoo release per the scan: {scan.get('first_fixed') or 'none found'}.")
-        bad = [c for c in scan["comparisons"] if c["status"] == "inconsistent"]
+        bad = [c for c in scan["comparisons"] if c.get("status") == "inconsistent"]
         if bad:
             out.append(f"**{len(bad)} cell(s) where the scan and the cell disagree: inconsistent.**")
         out += ["", "| cell | zoo | scan | cell | status |", "|---|---|---|---|---|"]
         for c in scan["comparisons"]:
-            status = f"**{c['status']}**" if c["status"] == "inconsistent" else c["status"]
-            out.append(f"| `{c['cell_id']}` | {c['zoo_version']} | {c['scan']} | {c['dynamic']} | {status} |")
+            status = f"**{c.get('status')}**" if c.get("status") == "inconsistent" else c.get("status")
+            out.append(f"| `{c.get('cell_id')}` | {c.get('zoo_version')} | {c.get('scan')} | {c.get('dynamic')} "
+                       f"| {status} |")
         return [*out, ""]
 
-    def _details(self, e: dict[str, Any]) -> list[str]:
-        c = e["classification"]
-        out = [f"### `{e['cell_id']}` — zoo {c['zoo']}, guard {c['guard']}", ""]
-        out.append(f"- guard: {_esc(c['guard_reason'])}")
-        out.append(f"- zoo: {_esc(c['zoo_reason'])} (static: {c['static']}, runtime: {c['runtime']})")
+    def _details(self, report: dict[str, Any], e: dict[str, Any]) -> list[str]:
+        mark = "✗" if e.get("cell_id") in ((report.get("gate") or {}).get("failed_cells") or []) else "✓"
+        out = [f"### {mark} `{e.get('cell_id')}`", ""]
         for role in ("unsloth", "zoo"):
-            b = e["builds"][role]
-            out.append(f"- {role}: {b['describe']}, installed {b.get('installed_version') or '-'}, "
+            b = (e.get("builds") or {}).get(role) or {}
+            out.append(f"- {role}: {_esc(b.get('describe') or '-')}, installed {b.get('installed_version') or '-'}, "
                        f"sha256 `{short_digest(b.get('digest'))}`")
         t = e.get("torch") or {}
         if t:
             out.append(f"- torch: {t.get('version')}" + (f" ({t['local']})" if t.get("local") else ""))
+        out.append(f"- plain install admits the pair: {admissible_text(e)}")
+        steps = ", ".join(f"{s.get('name')} {fmt_seconds(s.get('seconds'))}" for s in e.get("steps") or []
+                          if isinstance(s, dict))
+        out.append(f"- timings: {steps or '-'}; total {fmt_seconds(e.get('seconds'))}")
         adm = e.get("admissible") or {}
-        if adm:
-            value = {True: "yes", False: "no (installed with overrides)", None: "unknown"}[adm.get("value")]
-            msg = ""
-            if adm.get("message") and adm.get("value") is False:
-                msg = f": {_esc(adm['message'].strip().splitlines()[-1].strip())}"
-            out.append(f"- plain install admits the pair: {value} [{adm.get('method')}]{msg}")
-        beh = c["behavior"]
-        if beh["label"]:
-            out.append(f"- behaviour: {beh['passed']} pass, {beh['failed']} fail, {beh['na']} n/a"
-                       + (f" (failing: {', '.join(beh['failing'])})" if beh["failing"] else ""))
-        steps = ", ".join(f"{s['name']} {fmt_seconds(s['seconds'])}" for s in e.get("steps", []))
-        out.append(f"- timings: {steps}; total {fmt_seconds(e.get('seconds'))}")
-        if e.get("error"):
-            err = e["error"]
-            out += [f"- error ({err['kind']}): {_esc(err['message'][:500])}"]
+        if adm.get("message") and adm.get("value") is not True:
+            out += ["", "<details><summary>uv's resolver explanation</summary>", "", *fence(str(adm["message"])),
+                    "", "</details>"]
+        err = e.get("error")
+        if isinstance(err, dict):
+            out += ["", f"Error ({err.get('kind')}): {_esc(str(err.get('message') or '')[:500])}"]
             if err.get("log_tail"):
-                out += ["", "```", err["log_tail"][-3000:], "```"]
+                out += ["", "<details><summary>log tail</summary>", "", *fence(str(err["log_tail"])[-3000:]), "",
+                        "</details>"]
+        for c in report_checks(report):
+            out += ["", *self._check(e, c)]
+        return out
+
+    @staticmethod
+    def _check(e: dict[str, Any], c: dict[str, Any]) -> list[str]:
+        cid = c["id"]
+        v = verdict_of(e, cid)
+        out = [f"#### `{cid}`: zoo {state_of(v, 'zoo')}, guard {state_of(v, 'guard')}"
+               + (" (fails the gate)" if v.get("gate_fail") else ""), ""]
+        out.append(f"- guard: {_esc(v.get('guard_reason') or '-')}")
+        out.append(f"- zoo: {_esc(v.get('zoo_reason') or '-')} (static: {v.get('static') or '-'}, "
+                   f"runtime: {v.get('runtime') or '-'})")
+        beh = v.get("behavior") or {}
+        if beh.get("label"):
+            out.append(f"- behaviour {beh['label']}: {beh.get('passed', 0)} pass, {beh.get('failed', 0)} fail, "
+                       f"{beh.get('na', 0)} n/a" + (f" (failing: {', '.join(beh['failing'])})"
+                                                    if beh.get("failing") else ""))
+        t = training_of(e, cid)
+        if t:
+            out.append(f"- training: {training_label(t)}" + (f": {_esc(t['reason'])}" if t.get("reason") else ""))
+        if v.get("symptom"):
+            out.append(f"- symptom: {_esc(v['symptom'])}")
+        note = residual_note(e, cid)
+        if note:
+            out.append(f"- {note}: {residual_names(e, cid)}")
+        runs = train_runs(e, cid)
+        if runs:
+            out += ["", "<details><summary>training run, per step</summary>", ""]
+            for run, rows in runs:
+                out += [_esc(run_title(run)), "", "| " + " | ".join(TRAIN_HEADERS) + " |",
+                        "|" + "---|" * len(TRAIN_HEADERS)]
+                out += ["| " + " | ".join(_esc(x) for x in row) + " |" for row in rows]
+                out.append("")
+            out.append("</details>")
         return out

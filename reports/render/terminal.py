@@ -1,4 +1,12 @@
-"""The terminal summary printed at the end of every run (colour only on a TTY)."""
+"""The terminal summary printed at the end of every run (colour only on a TTY, ``NO_COLOR`` honoured).
+
+The grid has one row per unsloth build and one column per zoo build; each
+cell shows one line per registered check (``label: zoo / guard behaviour ·
+train outcome``). Below it, every failing check of every cell with its
+reason, the user-visible symptom and the plain words of ``reports.advice``;
+then the passing checks with residual failures, the scan's disagreements and
+the gate line.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +14,21 @@ import os
 import sys
 from typing import Any, ClassVar
 
-from reports.model import cell_at
+from reports.advice import advice, fixed_since
 from reports.render.base import Renderer
+from reports.render.view import (
+    cell_at,
+    plural,
+    report_checks,
+    residual_names,
+    residual_note,
+    residual_of,
+    short_labels,
+    state_of,
+    status_word,
+    verdict_line,
+    verdict_of,
+)
 
 COLOURS = {
     "activates": "32", "no-ops": "32", "not-needed": "32",
@@ -33,34 +54,66 @@ class TerminalRenderer(Renderer):
         def paint(state: str, text: str) -> str:
             return f"\033[{COLOURS.get(state, '0')}m{text}\033[0m" if colour else text
 
-        zoos = report["grid"]["zoo"]
-        rows = report["grid"]["unsloth"]
-        labels: dict[tuple[str, str], tuple[str, str]] = {}
+        checks = report_checks(report)
+        labels = short_labels(checks)
+        cells = [e for e in report.get("cells") or [] if isinstance(e, dict)]
+        grid = report.get("grid") or {}
+        zoos, rows = list(grid.get("zoo") or []), list(grid.get("unsloth") or [])
+        # (unsloth, zoo) -> one (guard state, text) per check
+        lines: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for u in rows:
             for z in zoos:
                 e = cell_at(report, u, z)
                 if e is None:
-                    labels[u, z] = ("", "-")
+                    lines[u, z] = [("", "-")]
                     continue
-                c = e["classification"]
-                beh = c["behavior"]["label"]
-                labels[u, z] = (c["guard"], f"{c['zoo']} / {c['guard']}" + (f" {beh}" if beh else ""))
-        w0 = max([len("unsloth \\ zoo"), *(len(u) for u in rows)])
-        widths = [max([len(z), *(len(labels[u, z][1]) for u in rows)]) for z in zoos]
-        out = [f"skewmatrix: {report['matrix']} ({len(report['cells'])} cells)", ""]
-        out.append("  ".join(["unsloth \\ zoo".ljust(w0), *(z.ljust(w) for z, w in zip(zoos, widths, strict=True))]))
+                lines[u, z] = [(state_of(verdict_of(e, c["id"]), "guard"),
+                                verdict_line(e, c["id"], labels[c["id"]])) for c in checks] or [("", "-")]
+        corner = "unsloth \\ zoo"
+        w0 = max([len(corner), *(len(u) for u in rows)])
+        widths = [max([len(z), *(len(t) for u in rows for _, t in lines[u, z])]) for z in zoos]
+        out = [f"skewmatrix: {report.get('matrix', '')} ({plural(len(cells), 'cell')} × "
+               f"{plural(len(checks), 'check')})", ""]
+        out.append("  ".join([corner.ljust(w0), *(z.ljust(w) for z, w in zip(zoos, widths, strict=True))]).rstrip())
         for u in rows:
-            cells = [paint(labels[u, z][0], labels[u, z][1].ljust(w)) for z, w in zip(zoos, widths, strict=True)]
-            out.append("  ".join([u.ljust(w0), *cells]))
+            height = max([1, *(len(lines[u, z]) for z in zoos)])
+            for i in range(height):
+                parts = [(u if i == 0 else "").ljust(w0)]
+                for z, w in zip(zoos, widths, strict=True):
+                    st, text = lines[u, z][i] if i < len(lines[u, z]) else ("", "")
+                    parts.append(paint(st, text.ljust(w)) if st else text.ljust(w))
+                out.append("  ".join(parts).rstrip())
         out.append("")
-        for e in report["cells"]:
-            c = e["classification"]
-            if e.get("gate_fail"):
-                out.append(paint(c["guard"], f"  {e['cell_id']}: {c['guard']}: {c['guard_reason']}"))
+        out += self._findings(report, cells, checks, paint)
         for c in (report.get("scan") or {}).get("comparisons", []):
-            if c["status"] == "inconsistent":
-                out.append(paint("error", f"  INCONSISTENT {c['cell_id']}: {c['reason']}"))
-        failed = report["gate"]["failed_cells"]
-        out.append(f"gate: {len(failed)} of {len(report['cells'])} cell(s) in a failing state"
-                   f" ({', '.join(report['gate']['failing_states'])})")
+            if c.get("status") == "inconsistent":
+                out.append(paint("error", f"  INCONSISTENT {c.get('cell_id')}: {c.get('reason')}"))
+        gate = report.get("gate") or {}
+        failed = gate.get("failed_cells") or []
+        out.append(f"gate: {len(failed)} of {len(cells)} cell(s) in a failing state"
+                   f" ({', '.join(gate.get('failing_states') or [])})")
         return "\n".join(out) + "\n"
+
+    @staticmethod
+    def _findings(report: dict[str, Any], cells: list[dict[str, Any]], checks: list[dict[str, Any]],
+                  paint: Any) -> list[str]:
+        out = []
+        for e in cells:
+            cid = e.get("cell_id")
+            for c in checks:
+                v = verdict_of(e, c["id"])
+                word = status_word(report, e, c["id"])
+                if v.get("gate_fail"):
+                    guard = state_of(v, "guard")
+                    out.append(paint(guard, f"{word} {cid} · {c['id']}: {guard}: {v.get('guard_reason') or ''}"))
+                    if v.get("symptom"):
+                        out.append(f"    symptom: {v['symptom']}")
+                    a = advice(e, c, fixed=fixed_since(report, c["id"]))
+                    out += [f"    {label}: {text}" for label, text in a.lines()]
+                elif word == "XPASS":
+                    out.append(paint("missing", f"XPASS {cid} · {c['id']}: expected {e['expect'][c['id']]}, got "
+                                                f"{state_of(v, 'guard')}: the expectation is stale"))
+                elif residual_of(e, c["id"]):
+                    out.append(f"PASS {cid} · {c['id']}: {residual_note(e, c['id'])} "
+                               f"({residual_names(e, c['id'])})")
+        return out

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from matrix import spec
 from matrix.errors import SpecError
-from reports.model import ResultFileError, load_cell
+from matrix.collect import ResultFileError, load_cell
 from tests.reports.cells import make_cell
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

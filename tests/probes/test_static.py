@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from probes.static import analyze_source
+from probes.checks.fused_ce_masked_nan.static import analyze_source
 
 HEAD = """
 import torch

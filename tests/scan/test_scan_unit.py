@@ -16,7 +16,7 @@ import pytest
 
 from matrix import scan
 from matrix.errors import IndexLookupError
-from probes.static import analyze_source
+from probes.checks.fused_ce_masked_nan.static import analyze_source
 
 ROOT = Path(__file__).resolve().parents[2]
 INDEX = "https://index.invalid/simple"

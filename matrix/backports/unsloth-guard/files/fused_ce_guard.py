@@ -1,13 +1,17 @@
 """Guard against a NaN loss from zoo's fused cross-entropy on a microbatch with no trainable label.
 
 Older ``unsloth_zoo`` releases divide the summed loss of
-``unsloth_zoo.fused_losses.cross_entropy_loss.UnslothFusedLoss`` by the count
-of labels that survive the causal shift and the ``mask``; when the caller
-passes no ``n_items`` and that count is zero the loss is ``0 / 0 = NaN``.
-This module, installed as ``unsloth/fused_ce_guard.py`` and called once from
-``import unsloth``, replaces ``UnslothFusedLoss.forward`` at class level with
-a thin wrapper that answers exactly that case with a finite ``0.0`` loss and
-zero gradients, and hands every other call to zoo's own forward untouched.
+``unsloth_zoo.fused_losses.cross_entropy_loss.UnslothFusedLoss`` by the
+caller's ``n_items``, else by the count of labels that survive the causal
+shift and the ``mask``. On a microbatch with no label left that divisor is
+zero both when the caller passes no ``n_items`` and when it passes ``0``
+(what zoo's own trainer patch sends for a fully masked accumulation step),
+and the loss is ``0 / 0 = NaN``. This module, installed as
+``unsloth/fused_ce_guard.py`` and called once from ``import unsloth``,
+replaces ``UnslothFusedLoss.forward`` at class level with a thin wrapper that
+answers exactly that case (no label left AND a zero divisor) with a finite
+``0.0`` loss and zero gradients, and hands every other call to zoo's own
+forward untouched: a NaN that comes from the inputs stays NaN.
 
 Why class level: callers bind ``unsloth_fused_ce_loss`` by value
 (``from ... import``), but every route ends in ``UnslothFusedLoss.apply``,
@@ -17,11 +21,11 @@ forward we delegate to).
 
 Why a probe call, not a source check, decides whether zoo needs us: the
 property we care about is behavioural ("does an all-masked batch with no
-``n_items`` give a non-finite loss?"), and the fix can be spelled many ways
+``n_items``, or with ``n_items = 0``, give a non-finite loss?"), and the fix can be spelled many ways
 (a helper such as a non-zero count, a clamp, a ``torch.where`` in the forward
 or in the inner loss function). Reading the AST of ``forward`` would have to
 follow helper calls and guess at spellings, and it goes stale on the next
-refactor; running zoo's ORIGINAL forward once on a 1x2 all-masked CPU batch
+refactor; running zoo's ORIGINAL forward on a 1x2 all-masked CPU batch
 (``torch_compile=False``, explicit ``target_gb``, deterministic values so the
 global RNG is not consumed, no CUDA query) asks the question directly and
 costs a few milliseconds. No version is compared anywhere. If the probe
@@ -96,7 +100,11 @@ def _clear_mapping_cache(module: Any) -> None:
 
 
 def _probe(module: Any, forward: Any) -> bool:
-    """Run zoo's original ``forward`` on a tiny all-masked batch; True when the loss is not finite."""
+    """Run zoo's original ``forward`` on a tiny all-masked batch; True when a loss is not finite.
+
+    Asked twice, with no ``n_items`` and with ``n_items = 0``: a zoo that
+    fixed one of the two still needs the guard for the other.
+    """
     import torch
 
     hidden = torch.linspace(-1.0, 1.0, 8).reshape(1, 2, 4)
@@ -121,14 +129,18 @@ def _probe(module: Any, forward: Any) -> bool:
     args = [given.get(p.name, p.default) for p in parameters]
     if any(a is inspect.Parameter.empty for a in args):
         raise TypeError(f"{_CLASS}.forward takes a parameter the probe does not know: {parameters}")
+    at = [p.name for p in parameters].index("n_items")
+    losses = []
     # autograd.Function.apply runs forward with grad disabled; do the same.
     with torch.no_grad():
-        loss = forward(_ProbeCtx(), *args)
-    return not math.isfinite(float(loss))
+        for n_items in (None, torch.zeros(())):
+            args[at] = n_items
+            losses.append(float(forward(_ProbeCtx(), *args)))
+    return not all(math.isfinite(x) for x in losses)
 
 
 def zoo_needs_guard() -> bool:
-    """True when zoo's original forward gives a non-finite loss on an all-masked batch.
+    """True when zoo's original forward gives a non-finite loss on an all-masked batch (n_items None or 0).
 
     Runs the probe at most once per original forward object; False when zoo
     has no fused loss or the probe cannot run (a warning says why).
@@ -162,8 +174,26 @@ def _bind(names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs
     return values
 
 
+def _zero_divisor(n_items: Any) -> bool:
+    """True when zoo would divide by zero for want of a count: ``n_items`` None or exactly 0.
+
+    0 counts as a Python number, a 0-d tensor or a one-element tensor (zoo
+    reads a one-element tensor as its value). Anything else, a multi-element
+    tensor included, is left to zoo. NaN is not 0, so a NaN count stays NaN.
+    """
+    import torch
+
+    if n_items is None:
+        return True
+    if torch.is_tensor(n_items):
+        return n_items.numel() == 1 and bool(n_items.reshape(()) == 0)
+    if isinstance(n_items, (int, float)):
+        return n_items == 0
+    return False
+
+
 def _nothing_to_learn(values: dict[str, Any]) -> bool:
-    """True only when zoo's forward would divide by a zero count: no n_items and no label left.
+    """True only when zoo's forward would divide by zero: a zero divisor and no label left.
 
     Mirrors zoo's own label handling: the causal shift drops position 0 and
     the last position, ``mask[..., 1:] == 0`` removes positions, and the
@@ -173,7 +203,7 @@ def _nothing_to_learn(values: dict[str, Any]) -> bool:
     """
     import torch
 
-    if values.get("n_items") is not None:
+    if not _zero_divisor(values.get("n_items")):
         return False
     labels = values.get("labels")
     if not torch.is_tensor(labels) or labels.dim() == 0:
@@ -200,15 +230,16 @@ def _zero_answer(ctx: Any, values: dict[str, Any]) -> Any:
     weight = values["lm_head_weight"]
     bias = values.get("lm_head_bias")
     device = weight.device
-    if values.get("overwrite"):
-        # zoo writes the hidden-state gradient into hidden_states under overwrite=True.
-        grad_inputs = hidden
-        grad_inputs.zero_()
-    else:
-        grad_inputs = torch.zeros_like(hidden, device=device)
-    grad_weight = torch.zeros_like(weight) if weight.requires_grad else None
-    grad_bias = torch.zeros_like(bias) if bias is not None and bias.requires_grad else None
+    # zoo builds no gradient (and leaves hidden_states alone) when asked for the loss only.
     if values.get("compute_gradients", True):
+        if values.get("overwrite"):
+            # zoo writes the hidden-state gradient (here 0) into hidden_states under overwrite=True.
+            grad_inputs = hidden
+            grad_inputs.zero_()
+        else:
+            grad_inputs = torch.zeros_like(hidden, device=device)
+        grad_weight = torch.zeros_like(weight) if weight.requires_grad else None
+        grad_bias = torch.zeros_like(bias) if bias is not None and bias.requires_grad else None
         ctx.save_for_backward(grad_inputs, grad_weight, grad_bias)
         ctx.scaling = values.get("scaling")
     return torch.zeros((), device=device)

@@ -2,9 +2,9 @@
 
 ``--phase before`` runs test 1 in this process, which must not have imported
 unsloth (zoo alone, with UNSLOTH_IS_PRESENT=1). ``--phase after`` imports
-unsloth and runs tests 2-13 and the extras. ``--phase all`` (the default)
+unsloth and runs tests 2-14 and the extras. ``--phase all`` (the default)
 runs ``before`` in a child process of this module, trusts it only with exit
-code 0, then runs ``after`` here and merges. The output always holds the 13
+code 0, then runs ``after`` here and merges. The output always holds the 14
 tests. Exit code 0 whenever the JSON was written; 2 for a usage error.
 
 The after phase uses the environment as given (the cell runner picks the
@@ -29,15 +29,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probes import kernel
-from probes.behavior import DEFAULT_GUARD_MODULE, SCHEMA, TEST_IDS, TITLES
-from probes.behavior.support import Guard, TestResult
+from .. import kernel
+from . import DEFAULT_GUARD_MODULE, SCHEMA, TEST_IDS, TITLES
+from .support import Guard, TestResult
 
 BEFORE_TIMEOUT_S = 1800
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m probes.behavior", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m probes.checks.fused_ce_masked_nan.behavior",
+                                description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="where to write the result JSON")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--compile", choices=("on", "off"), default=None,
@@ -79,8 +80,8 @@ def _mode() -> dict[str, str | None]:
 
 
 def before_phase(args: argparse.Namespace, torch_compile: bool) -> dict[str, Any]:
-    from probes.behavior.cases import Context, test_01_before
-    from probes.behavior.support import run_test
+    from .cases import Context, test_01_before
+    from .support import run_test
 
     if "unsloth" in sys.modules:
         first = _placeholder("01-before", "crashed: unsloth already imported in the before phase", "fail")
@@ -109,7 +110,8 @@ def spawn_before(args: argparse.Namespace, torch_compile: bool) -> tuple[dict[st
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="behavior-before-") as tmp:
         out = Path(tmp) / "before.json"
-        cmd = [sys.executable, "-m", "probes.behavior", "--phase", "before", "--out", str(out),
+        module = __package__ or "probes.checks.fused_ce_masked_nan.behavior"
+        cmd = [sys.executable, "-m", module, "--phase", "before", "--out", str(out),
                "--device", args.device, "--compile", "on" if torch_compile else "off",
                "--guard-module", args.guard_module]
         try:
@@ -133,8 +135,8 @@ def spawn_before(args: argparse.Namespace, torch_compile: bool) -> tuple[dict[st
 
 def after_phase(args: argparse.Namespace, torch_compile: bool, raw_doc: dict[str, Any] | None,
                 first: TestResult) -> dict[str, Any]:
-    from probes.behavior.cases import AFTER_TESTS, Context, extra_probes
-    from probes.behavior.support import (
+    from .cases import AFTER_TESTS, Context, extra_probes
+    from .support import (
         execute,
         forward_entry,
         is_zoo_forward,
@@ -171,11 +173,11 @@ def after_phase(args: argparse.Namespace, torch_compile: bool, raw_doc: dict[str
             vulnerable, source = not math.isfinite(float(loss)), "after phase, guard uninstalled"
         except Exception:
             vulnerable = None
-    ctx = Context(guard, torch_compile, args.device, raw, vulnerable)
     try:
         replaced: bool | None = not is_zoo_forward(forward_entry(), raw)
     except Exception:
         replaced = None
+    ctx = Context(guard, torch_compile, args.device, raw, vulnerable, replaced)
     tests = [first]
     for test_id, fn in AFTER_TESTS.items():
         tests.append(run_test(test_id, lambda c, fn=fn: fn(ctx, c)))  # type: ignore[misc]

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probes import kernel
+from . import kernel
 from probes.common import dist_version, error_text
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from probes import kernel
+from . import kernel
 from probes.common import dist_version
 
 

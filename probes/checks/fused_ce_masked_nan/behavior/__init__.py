@@ -1,15 +1,15 @@
 """The behaviour suite of the ``fused-ce-masked-nan`` check (DESIGN.md section 5).
 
-Thirteen tests, always reported as thirteen entries (pass / fail / n/a with a
-reason), plus extra probes outside the thirteen. Test 1 measures zoo's raw
-kernel in a process that never imported unsloth (the "before" phase); tests
-2-13 share one process after ``import unsloth`` (the "after" phase). A guard
-is driven only through its protocol module (``install``, ``uninstall``,
+Fourteen tests (the upstream proposal's thirteen and our 14), always
+reported as fourteen entries (pass / fail / n/a with a reason), plus extra
+probes outside them. Test 1 measures zoo's raw kernel in a process that
+never imported unsloth (the "before" phase); tests 2-14 share one process
+after ``import unsloth`` (the "after" phase). A guard is driven only through its protocol module (``install``, ``uninstall``,
 ``is_installed``, ``zoo_needs_guard``); a guard without one is judged
 black-box where possible. Runs inside a cell env: stdlib, torch and the
 packages under test only.
 
-Entry point: ``python -m probes.behavior --out FILE.json --device cpu
+Entry point: ``python -m probes.checks.fused_ce_masked_nan.behavior --out FILE.json --device cpu
 --compile off --phase all``.
 """
 
@@ -33,5 +33,6 @@ TITLES: dict[str, str] = {
     "11-idempotent": "install twice: one wrapper, same behaviour, signature and mapping cache",
     "12-uninstall": "uninstall restores the original object; on a vulnerable zoo the NaN returns",
     "13-fixed-zoo": "on a zoo carrying the fix, the guard leaves the forward untouched",
+    "14-n-items-zero": "all-masked, n_items = 0 (what the trainer passes): loss 0.0, gradients zero",
 }
 TEST_IDS = tuple(TITLES)

@@ -1,0 +1,404 @@
+"""The command line: one argparse tree, and the one place exceptions become exit codes.
+
+``skewmatrix COMMAND`` (the console script), ``python -m matrix COMMAND`` and
+every nox session (``nox -s COMMAND -- ARGS``) parse their arguments with the
+parsers built here and run through :func:`guarded`, which maps a
+``SkewmatrixError`` to its ``return_code`` (2) with a one-line message and
+no traceback (``--debug`` or ``SKEWMATRIX_DEBUG=1`` shows it). Conventions
+follow pip-audit: ``-f/--format``, ``-o/--output``, ``-v/--verbose``. An
+unknown argument is a usage line and exit 2; ``--help`` lists the options and
+the exit codes (``matrix.errors``).
+
+The nox sessions share their posargs: ``nox -s matrix -- --force`` hands
+``--force`` to every cell session too. So ``matrix`` and ``cell`` accept the
+same options (:func:`add_run_arguments`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from matrix.errors import EXIT_CODES_HELP, EXIT_HARNESS, EXIT_OK, SkewmatrixError
+from matrix.settings import out_dir, run_id
+
+DEBUG_ENV = "SKEWMATRIX_DEBUG"
+FORMATS = ("terminal", "markdown", "json", "junit", "html")
+GATE_EXIT_HELP = """\
+exit codes:
+  0  every cell passes (or is in the state the matrix file expects)
+  1  exposure found: a cell is `missing` or `broken` (a failing state of [gate] fail_on)
+  2  no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed"""
+SCAN_EXIT_HELP = """\
+exit codes:
+  0  scan.json and scan.md were written
+  2  bad input, or the index could not be read"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the exit codes under every --help, and bad input always exit 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        super().__init__(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- argument groups shared by several commands
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``matrix`` and ``cell`` (nox hands a session's posargs to every session it runs)."""
+    p.add_argument("--force", action="store_true", help="rerun cells whose stored result is current")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default=None,
+                   help="run every cell on this device instead of the matrix file's [options] device")
+    add_report_arguments(p)
+
+
+def add_report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 even when the gate fails (errors of the harness still exit 2)")
+    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+                   help="the format printed on stdout at the end (default: terminal); every file format is "
+                        "written to the output directory regardless")
+    p.add_argument("-o", "--output", type=Path, default=None, metavar="DIR",
+                   help="output directory (default: $SKEWMATRIX_OUT, else reports/out)")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="also list every passing cell and check")
+
+
+def add_gate_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = GATE_EXIT_HELP
+    p.add_argument("--unsloth", required=True, metavar="SOURCE",
+                   help="candidate: a version, a checkout or wheel path, or git+URL@REF")
+    p.add_argument("--below", type=int, default=3, help="zoo releases below the admitted floor (default 3)")
+    p.add_argument("--backport", action="append", default=[], metavar="NAME@BASEVERSION",
+                   help="also a zoo backport from matrix/backports (repeatable)")
+
+
+def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = GATE_EXIT_HELP
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--python", type=Path, help="an existing interpreter to probe in place")
+    which.add_argument("-r", "--requirements", type=Path, help="a requirements or lock file to build exactly")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    p.add_argument("--cpu-mode", choices=("allow-cpu", "cpu-backend"), default="allow-cpu")
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = "exit codes:\n  0  measured and written\n  2  a benchmark run failed, or bad input"
+    p.add_argument("what", nargs="?", choices=("matrix", "scan"), default="matrix",
+                   help="`scan`: the scan benchmark instead (its own options follow)")
+    p.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")
+    p.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _set_output(args: argparse.Namespace) -> None:
+    if getattr(args, "output", None) is not None:
+        from matrix.settings import OUT_ENV
+
+        os.environ[OUT_ENV] = str(args.output.resolve())
+
+
+def cmd_cells(args: argparse.Namespace) -> int:
+    from matrix import pipeline
+
+    matrix = pipeline.load_matrix(check_index=False)
+    cells = pipeline.selected_cells(matrix)
+    if args.format == "json":
+        print(json.dumps([{"id": c.id, "unsloth": c.unsloth.name, "zoo": c.zoo.name, "expect": c.expect_map}
+                          for c in cells], indent=2))
+    else:
+        for c in cells:
+            print(c.id)
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from matrix import spec
+
+    matrix = spec.load(args.file, check_index=not args.offline)
+    expected = sum(bool(c.expect) for c in matrix.cells)
+    print(f"{matrix.path}: ok, {len(matrix.builds)} builds, {len(matrix.cells)} cells "
+          f"({expected} with expected states), gate fails on {', '.join(matrix.fail_on)}")
+    return EXIT_OK
+
+
+def _print_report(rep: dict[str, Any], fmt: str) -> None:
+    if fmt != "terminal":
+        from reports.render import RENDERERS
+
+        print(RENDERERS[fmt].render(rep))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from matrix import pipeline
+
+    log = _logger(args.format)
+    rep = pipeline.report([Path(d) for d in args.dirs] or None, log=log)
+    _print_report(rep, args.format)
+    return pipeline.judge(rep, pipeline.load_matrix(), exit_zero=args.exit_zero, verbose=args.verbose, log=log)
+
+
+def cmd_matrix(args: argparse.Namespace, *, run_cells: bool = True) -> int:
+    """Every selected cell (in env directories under OUT/envs), then the report and the gate."""
+    from matrix import pipeline
+    from matrix.progress import next_k
+
+    log = _logger(args.format)
+    if run_cells:
+        cells = pipeline.selected_cells(pipeline.load_matrix())
+        for cell in cells:
+            start = time.perf_counter()
+            env_dir = out_dir() / "envs" / cell.id
+            record = pipeline.run_one(cell.id, env_dir, create_env=True, force=args.force, device=args.device,
+                                      log=log)
+            pipeline.finish_cell(record, cell, pipeline.load_matrix(), seconds=time.perf_counter() - start,
+                                 k=next_k(out_dir(), run_id()), n=len(cells), log=log)
+    rep = pipeline.report(log=log)
+    _print_report(rep, args.format)
+    return pipeline.judge(rep, pipeline.load_matrix(), exit_zero=args.exit_zero, verbose=args.verbose, log=log)
+
+
+def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, k: int, n: int, strict: bool,
+             create_env: bool = False, log: Callable[[str], Any] = print) -> int:
+    """One cell: build, probe, write its cell JSON, print its ``[k/N]`` line.
+
+    ``strict`` (a cell session run on its own, as CI's per-cell jobs do): exit 1
+    when the cell fails the gate unexpectedly or XPASSes. Run as a prerequisite
+    of ``nox -s matrix`` a cell exits 0 after writing its result, because nox
+    aborts a ``requires=`` fan-in when any prerequisite failed, and the
+    ``matrix`` session must still write the report; it then fails the run.
+    """
+    from matrix import pipeline
+
+    start = time.perf_counter()
+    record = pipeline.run_one(cell_id, env_dir, create_env=create_env, force=args.force, device=args.device,
+                              log=log)
+    matrix = pipeline.load_matrix()
+    kind = pipeline.finish_cell(record, matrix.cell(cell_id), matrix, seconds=time.perf_counter() - start,
+                                k=k, n=n, log=log)
+    if kind in ("fail", "xpass"):
+        if strict and not args.exit_zero:
+            return 1
+        if not strict:
+            log(f"[{cell_id}] {kind.upper()}: recorded; the matrix session reports it and fails the run")
+    return EXIT_OK
+
+
+def cmd_cell(args: argparse.Namespace) -> int:
+    env_dir = args.env_dir or out_dir() / "envs" / args.cell
+    return run_cell(args.cell, env_dir, args, k=1, n=1, strict=True, create_env=True, log=_logger(args.format))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from matrix import gate
+
+    return gate.run(args, out_dir() / "gate", log=print)
+
+
+def cmd_pinned(args: argparse.Namespace) -> int:
+    from matrix import pinned
+
+    return pinned.run(args, out_dir() / "pinned", log=print)
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from matrix import scan
+
+    return int(scan.main(list(args.args)))
+
+
+def cmd_mutation(args: argparse.Namespace) -> int:
+    try:
+        from matrix import mutation  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise SkewmatrixError(f"the mutation command is not available in this tree ({exc})") from None
+    return int(mutation.main(list(args.args)))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from matrix import bench
+
+    return bench.run(args)
+
+
+def cmd_ci_matrix(args: argparse.Namespace) -> int:
+    from matrix.ci import from_text
+
+    print(from_text(sys.stdin.read()))
+    return EXIT_OK
+
+
+# name -> (help, add arguments, run); the order is the order of `--help`.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None, Callable[..., int]]] = {}
+
+
+def _cells_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--format", choices=("text", "json"), default="text")
+
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", nargs="?", type=Path, default=None,
+                   help="matrix file (default: $SKEWMATRIX_MATRIX, else matrix/default.toml)")
+    p.add_argument("--offline", action="store_true", help="do not ask the index whether the versions exist")
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="shard output directories to merge (default: the "
+                   "output directory's own results)")
+    add_report_arguments(p)
+
+
+def _cell_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cell", help="cell id (`skewmatrix cells` lists them)")
+    p.add_argument("env_dir", nargs="?", type=Path, default=None,
+                   help="env directory (default: OUT/envs/CELL)")
+    add_run_arguments(p)
+
+
+def _passthrough(p: argparse.ArgumentParser) -> None:
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the command itself (its own --help)")
+
+
+COMMANDS.update({
+    "matrix": ("every cell of the selected matrix, then the report and the gate", add_run_arguments, cmd_matrix),
+    "cell": ("build and probe one cell", _cell_args, cmd_cell),
+    "report": ("classify and render collected results (or merge shard directories); gate them", _report_args,
+               cmd_report),
+    "cells": ("list the cell ids of the selected matrix", _cells_args, cmd_cells),
+    "validate": ("validate a matrix file and exit", _validate_args, cmd_validate),
+    "gate": ("release gate for a candidate unsloth", add_gate_arguments, cmd_gate),
+    "pinned": ("probe an existing interpreter in place, or exactly the pins of a file", add_pinned_arguments,
+               cmd_pinned),
+    "scan": ("static verdicts for every release, without installing (its own options)", _passthrough, cmd_scan),
+    "mutation": ("mutation testing of the behaviour suite (its own options)", _passthrough, cmd_mutation),
+    "bench": ("measure the matrix against its floor", add_bench_arguments, cmd_bench),
+    "ci-matrix": ("stdin: `nox --list --json`; stdout: a GitHub job matrix", None, cmd_ci_matrix),
+})
+PASSTHROUGH = ("scan", "mutation")
+
+
+def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
+    """The parser of one command on its own, e.g. for ``nox -s NAME -- ARGS`` (``prog="nox -s NAME --"``)."""
+    help_, add, _ = COMMANDS[name]
+    p = _Parser(prog=prog, description=help_, add_help=name not in PASSTHROUGH)
+    if add:
+        add(p)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    root = _Parser(prog="skewmatrix", description="Version-skew compatibility matrix for unsloth x unsloth_zoo.")
+    root.add_argument("--debug", action="store_true", help="show tracebacks (also SKEWMATRIX_DEBUG=1)")
+    sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_, add, _) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog=EXIT_CODES_HELP, add_help=name not in PASSTHROUGH)
+        if add:
+            add(p)
+    return root
+
+
+def _logger(fmt: str) -> Callable[[str], Any]:
+    """Progress to stdout, unless stdout carries a machine-readable report (-f json|junit|…)."""
+    if fmt == "terminal":
+        return lambda msg: print(msg, flush=True)
+    return lambda msg: print(msg, file=sys.stderr, flush=True)
+
+
+def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatrix") -> int:
+    """Run ``fn`` and turn what it raises into an exit code: the one place that does so."""
+    debug = debug or os.environ.get(DEBUG_ENV) == "1"
+    try:
+        return fn()
+    except SkewmatrixError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return exc.return_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug of ours: still no traceback unless asked for
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return EXIT_HARNESS
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """Parsed arguments, or the exit code argparse chose (0 after --help, 2 on bad input)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``skewmatrix`` / ``python -m matrix``."""
+    args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
+    if isinstance(args, int):
+        return args
+    run = COMMANDS[args.command][2]
+    return guarded(lambda: _dispatch(run, args), debug=args.debug)
+
+
+def session_main(name: str, argv: list[str], run: Callable[[argparse.Namespace], int] | None = None, *,
+                 options_of: str | None = None) -> int:
+    """``nox -s NAME -- ARGV``: the same parser and the same error mapping as ``skewmatrix NAME``.
+
+    ``options_of`` parses with another command's options (the cell sessions take the ``matrix`` options,
+    because nox hands them the same posargs)."""
+    prog = f"nox -s {name} --"
+    args = parse(command_parser(options_of or name, prog), argv)
+    if isinstance(args, int):
+        return args
+    return guarded(lambda: _dispatch(run or COMMANDS[name][2], args), prog=f"skewmatrix {name}")
+
+
+def _dispatch(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    _set_output(args)  # before anything asks where the output directory is
+    return run(args)
+
+
+# ---------------------------------------------------------------- which sessions nox was asked for
+
+SESSION_FLAGS = ("-s", "-e", "--session", "--sessions")
+
+
+def requested_sessions(argv: list[str], default: list[str]) -> list[str] | None:
+    """The session names on a nox command line (``-s a b``, ``--session=a``), ``default`` when none
+    is named, None when selected some other way (``-k``, ``-t``): then nobody can tell."""
+    names: list[str] = []
+    collecting = False
+    for tok in argv:
+        if tok == "--":
+            break
+        if tok in SESSION_FLAGS:
+            collecting = True
+            continue
+        if tok.startswith(tuple(f"{f}=" for f in SESSION_FLAGS[2:])):
+            names.append(tok.split("=", 1)[1])
+            collecting = False
+            continue
+        if tok in ("-k", "-t", "--keywords", "--tags"):
+            return None
+        if tok.startswith("-"):
+            collecting = False
+        elif collecting:
+            names.append(tok)
+    if not names and os.environ.get("NOXSESSION"):
+        names = [n.strip() for n in os.environ["NOXSESSION"].split(",") if n.strip()]
+    return names or list(default)

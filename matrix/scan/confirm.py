@@ -1,0 +1,155 @@
+"""Runtime confirmation of the scan (``--confirm``): build a few releases for real and run the kernel.
+
+Which releases: both sides of every boundary of the zoo timeline (the last
+vulnerable and the first fixed release, for each change), plus the releases
+the static detector left ``unknown`` (newest first, at most ``max_unknown``).
+Each is installed into a fresh env with uv (``unsloth_zoo==V``, and unsloth
+with that zoo forced by an override, because zoo refuses to import when
+unsloth cannot be found; nothing imports unsloth), the check's runtime
+detector runs there in a process of its own (``probes`` on PYTHONPATH,
+``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1``, offline, in a scratch
+directory), and the env is deleted.
+
+Per release the scan records ``confirmed_by``: ``runtime`` when the runtime
+verdict agrees with the static one (or decides a static ``unknown``),
+``static-only`` otherwise. A runtime verdict that contradicts a static
+``vulnerable``/``fixed``/``absent`` makes the release ``inconsistent``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matrix.scan.policy import boundaries, considered
+from matrix.settings import REPO_ROOT
+from matrix.tools import redact_text, run_tool, uv_bin
+
+PYTHON = "3.11"
+INSTALL_TIMEOUT_S = 1200
+RUN_TIMEOUT_S = 600
+RUNTIME_CODE = ("import json,sys; from probes.checks.fused_ce_masked_nan import runtime; "
+                "print(json.dumps(runtime.run('cpu')))")
+# The probes need no network: keep the libraries under test off it (hubs, telemetry).
+RUN_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1",
+           "UNSLOTH_DISABLE_STATISTICS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+RUNTIME_VERDICTS = ("vulnerable", "fixed", "absent")
+
+
+@dataclass(frozen=True)
+class RuntimeVerdict:
+    """What the runtime detector said about one release (``verdict`` ``error`` when it could not run)."""
+
+    version: str
+    verdict: str  # vulnerable | fixed | absent | error
+    reason: str
+    seconds: float
+    torch: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "reason": self.reason, "seconds": round(self.seconds, 1),
+                "torch": self.torch}
+
+
+def pick(zoo: list[dict[str, Any]], include_yanked: bool, max_unknown: int) -> list[tuple[str, str]]:
+    """``(version, why)`` of the releases to confirm, ascending."""
+    picks = {v: "boundary" for v in boundaries(zoo, include_yanked)}
+    unknown = [z["version"] for z in considered(zoo, include_yanked) if z["verdict"] == "unknown"]
+    for v in list(reversed(unknown))[:max(0, max_unknown)]:
+        picks.setdefault(v, "static verdict unknown")
+    order = {z["version"]: i for i, z in enumerate(considered(zoo, include_yanked))}
+    return sorted(picks.items(), key=lambda kv: order[kv[0]])
+
+
+def _probes_path(where: Path) -> Path:
+    """A PYTHONPATH entry that exposes the repository's ``probes`` package and nothing else."""
+    pp = where / "pythonpath"
+    pp.mkdir(parents=True, exist_ok=True)
+    (pp / "probes").symlink_to(REPO_ROOT / "probes", target_is_directory=True)
+    return pp
+
+
+def run_runtime(version: str, workdir: Path, python: str = PYTHON) -> RuntimeVerdict:
+    """Install zoo ``version`` into a fresh env under ``workdir``, run the runtime detector, delete the env."""
+    t0 = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix=f"confirm-{version}-", dir=workdir))
+    env_dir = root / "env"
+    try:
+        uv = uv_bin()
+        res = run_tool([uv, "venv", "--quiet", "--python", python, str(env_dir)], timeout=300)
+        if not res.ok:
+            return RuntimeVerdict(version, "error", f"uv venv failed: {res.tail(5)}", time.monotonic() - t0)
+        overrides = root / "overrides.txt"
+        overrides.write_text(f"unsloth_zoo=={version}\n", encoding="utf-8")
+        py = env_dir / "bin" / "python"
+        res = run_tool([uv, "pip", "install", "--quiet", "--python", str(py), "unsloth", f"unsloth_zoo=={version}",
+                        "--overrides", str(overrides)], timeout=INSTALL_TIMEOUT_S)
+        if not res.ok:
+            return RuntimeVerdict(version, "error", f"uv pip install unsloth_zoo=={version} failed "
+                                  f"(exit {res.returncode}): {res.tail(5)}", time.monotonic() - t0)
+        scratch = root / "work"
+        scratch.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV", "PYTHON"))}
+        env.update(RUN_ENV, PYTHONPATH=str(_probes_path(root)))
+        # Exactly this environment (run_tool would merge the caller's UNSLOTH_* variables back in).
+        try:
+            proc = subprocess.run([str(py), "-c", RUNTIME_CODE], cwd=scratch, env=env, capture_output=True,
+                                  text=True, timeout=RUN_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return RuntimeVerdict(version, "error", f"the runtime detector timed out after {RUN_TIMEOUT_S} s",
+                                  time.monotonic() - t0)
+        lines = proc.stdout.strip().splitlines()
+        try:
+            out = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+        except ValueError:
+            out = None
+        if not isinstance(out, dict) or out.get("verdict") not in RUNTIME_VERDICTS:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+            return RuntimeVerdict(version, "error", f"the runtime detector failed (exit {proc.returncode}): "
+                                  f"{redact_text(tail)}", time.monotonic() - t0)
+        return RuntimeVerdict(version, out["verdict"], str(out.get("reason", "")), time.monotonic() - t0,
+                              out.get("torch_version"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def merge(row: dict[str, Any], rt: RuntimeVerdict) -> dict[str, Any]:
+    """The release row after confirmation (see the module docstring)."""
+    static = row["verdict"]
+    out = {**row, "runtime": rt.to_dict(), "static_verdict": static}
+    if rt.verdict == "error":
+        return {**out, "confirmed_by": "static-only"}
+    if static == "unknown":
+        return {**out, "verdict": rt.verdict, "confirmed_by": "runtime",
+                "reason": f"static: {row['reason']}; runtime: {rt.reason}"}
+    if static == rt.verdict:
+        return {**out, "confirmed_by": "runtime"}
+    return {**out, "verdict": "inconsistent", "confirmed_by": "runtime",
+            "reason": f"INCONSISTENT: static says {static} ({row['reason']}); runtime says {rt.verdict} ({rt.reason})"}
+
+
+def confirm(zoo: list[dict[str, Any]], *, include_yanked: bool, max_unknown: int, workdir: Path,
+            log: Callable[[str], None], runner: Callable[[str, Path], RuntimeVerdict] = run_runtime
+            ) -> list[dict[str, Any]]:
+    """``zoo`` rows with the picked releases confirmed; ``runner`` is the runtime check (tests may pass theirs)."""
+    picked = pick(zoo, include_yanked, max_unknown)
+    if not picked:
+        log("confirm: nothing to confirm (no boundary and no unknown release)")
+        return zoo
+    workdir.mkdir(parents=True, exist_ok=True)
+    by_version = {z["version"]: z for z in zoo}
+    for k, (version, why) in enumerate(picked, 1):
+        rt = runner(version, workdir)
+        by_version[version] = merge(by_version[version], rt)
+        log(f"confirm [{k}/{len(picked)}] unsloth_zoo {version} ({why}): static {by_version[version]['static_verdict']}"
+            f", runtime {rt.verdict} -> {by_version[version]['verdict']} ({rt.seconds:.1f} s)")
+    return [by_version[z["version"]] for z in zoo]

@@ -1,0 +1,165 @@
+"""The words every check's verdict is made of (DESIGN.md section 3), and helpers to read evidence.
+
+Stdlib only: ``reports/`` imports this module and each check's ``verdict.py``.
+A check's ``classify`` reads its own section of a cell JSON (``static`` and
+``steps``) and returns a :class:`Verdict`; the states are shared by every
+check so that the gate, the grid and every renderer treat all checks alike.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class ZooState(str, enum.Enum):
+    VULNERABLE = "vulnerable"
+    FIXED = "fixed"
+    ABSENT = "absent"
+    INCONSISTENT = "inconsistent"
+    UNKNOWN = "unknown"
+
+
+class GuardState(str, enum.Enum):
+    ACTIVATES = "activates"
+    NO_OPS = "no-ops"
+    MISSING = "missing"
+    NOT_NEEDED = "not-needed"
+    BROKEN = "broken"
+    ERROR = "error"
+
+
+# The one definition of the failing states; a matrix's `[gate] fail_on` may replace it.
+FAILING_BY_DEFAULT: frozenset[str] = frozenset({GuardState.MISSING.value, GuardState.BROKEN.value,
+                                                GuardState.ERROR.value})
+GUARD_STATES: tuple[str, ...] = tuple(s.value for s in GuardState)
+ZOO_STATES: tuple[str, ...] = tuple(s.value for s in ZooState)
+
+TRAINING_OUTCOMES = ("clean", "nan-logged", "nan-weights", "n/a", "error")
+
+
+@dataclass(frozen=True)
+class BehaviorCounts:
+    passed: int = 0
+    failed: int = 0
+    na: int = 0
+    failing: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.na
+
+    def label(self) -> str:
+        if not self.total:
+            return ""
+        text = f"{self.passed}/{self.passed + self.failed}"
+        if self.na:
+            text += f" (+{self.na} n/a)"
+        return text
+
+
+@dataclass(frozen=True)
+class Training:
+    """The training run's outcome, as the verdict uses it."""
+
+    outcome: str = "n/a"  # one of TRAINING_OUTCOMES
+    reason: str = "no training probe in this check"
+    first_nan_step: int | None = None
+
+    def label(self) -> str:
+        if self.outcome in ("nan-logged", "nan-weights") and self.first_nan_step is not None:
+            return f"{self.outcome} from step {self.first_nan_step}"
+        return self.outcome
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in ("nan-logged", "nan-weights")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    zoo: ZooState
+    zoo_reason: str
+    static: str
+    runtime: str
+    guard: GuardState
+    guard_reason: str
+    behavior: BehaviorCounts = field(default_factory=BehaviorCounts)
+    training: Training | None = None
+    symptom: str = ""
+
+    def to_dict(self, failing: frozenset[str] = FAILING_BY_DEFAULT) -> dict[str, Any]:
+        d = asdict(self)
+        d["zoo"] = self.zoo.value
+        d["guard"] = self.guard.value
+        d["behavior"] = {**asdict(self.behavior), "failing": list(self.behavior.failing),
+                         "label": self.behavior.label()}
+        d["training"] = None if self.training is None else {**asdict(self.training), "label": self.training.label()}
+        d["gate_fail"] = self.guard.value in failing
+        return d
+
+
+# ---------------------------------------------------------------- reading a check's evidence
+
+
+def step(check: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((s for s in check.get("steps", []) if s.get("name") == name), None)
+
+
+def step_result(check: dict[str, Any], name: str) -> dict[str, Any] | None:
+    s = step(check, name)
+    return (s.get("result") or None) if s and s.get("status") == "ok" else None
+
+
+def step_reason(s: dict[str, Any] | None, name: str) -> str:
+    if s is None:
+        return f"the {name} probe did not run"
+    reason = s.get("reason") or f"{name}: {s.get('status')}"
+    return f"{s.get('status')}: {reason}"
+
+
+def zoo_state(check: dict[str, Any]) -> tuple[ZooState, str, str, str]:
+    """(state, reason, static verdict, runtime verdict) from two detectors that must agree."""
+    static = (check.get("static") or {}).get("verdict", "unknown")
+    static_reason = (check.get("static") or {}).get("reason", "")
+    s = step(check, "runtime")
+    result = (s or {}).get("result") or {}
+    runtime = result.get("verdict", "unknown") if s and s.get("status") == "ok" else "unknown"
+    if runtime == "unknown":
+        why = result.get("reason") if s and s.get("status") == "ok" else step_reason(s, "runtime")
+        return ZooState.UNKNOWN, f"runtime detector: {why}", static, runtime
+    if static == "unknown":
+        return ZooState.UNKNOWN, f"static detector: {static_reason}", static, runtime
+    if static != runtime:
+        return (ZooState.INCONSISTENT,
+                f"static says {static} ({static_reason}); runtime says {runtime} ({result.get('reason', '')})",
+                static, runtime)
+    return ZooState(static), f"both detectors: {result.get('reason', static_reason)}", static, runtime
+
+
+def behavior_counts(check: dict[str, Any]) -> tuple[BehaviorCounts, dict[str, Any] | None]:
+    result = step_result(check, "behavior")
+    if not result:
+        return BehaviorCounts(), None
+    tests = result.get("tests", [])
+    failing = tuple(t["id"] for t in tests if t.get("outcome") == "fail")
+    return BehaviorCounts(
+        passed=sum(t.get("outcome") == "pass" for t in tests),
+        failed=len(failing),
+        na=sum(t.get("outcome") == "n/a" for t in tests),
+        failing=failing,
+    ), result
+
+
+def training(check: dict[str, Any]) -> Training | None:
+    """The ``train`` step as a :class:`Training`; None when the check has no such step."""
+    s = step(check, "train")
+    if s is None:
+        return None
+    if s.get("status") != "ok" or not s.get("result"):
+        return Training("error", step_reason(s, "train"))
+    r = s["result"]
+    outcome = r.get("outcome") if r.get("outcome") in TRAINING_OUTCOMES else "error"
+    first = r.get("first_nan_step")
+    return Training(outcome, str(r.get("reason") or outcome), first if isinstance(first, int) else None)

@@ -1,0 +1,88 @@
+"""Plain words for a failing check in a cell: who can reach the pairing, the fix, and the next step.
+
+Pure: from one report entry (a cell with its verdicts) and the report's
+dict of one check (``report["checks"][i]``: ``fix_hint`` and friends) to an
+:class:`Advice` of three sentences. Every format prints the same three
+(terminal, Markdown, HTML, step summary, the JUnit failure message), so a
+reader learns the same thing wherever they look (issue 13).
+
+*Reach* comes from the cell's ``admissible`` record: whether a plain
+``pip install`` / ``uv pip install`` of the two builds admits the pairing,
+or only an explicit pin or a lockfile reaches it. *Fix* is the check's own
+``fix_hint``, plus the first zoo release that carries the fix when a scan
+found one. The *next step* is one sentence per guard state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+REACH = {
+    True: "a plain `pip install` / `uv pip install` admits this pairing",
+    False: "only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
+    None: "unknown whether a plain install admits this pairing: the resolver check did not run",
+}
+
+NEXT_STEP = {
+    "missing": "Move affected environments to a zoo release that carries the fix (or to an unsloth build "
+               "with a guard for this kernel), then rerun this cell to confirm.",
+    "broken": "Fix or withdraw the guard in this unsloth build (its failing tests and training run are "
+              "listed with the cell), then rerun this cell.",
+    "error": "Read this cell's error and log tail, fix the cause and rerun it; until then treat the pairing "
+             "as exposed.",
+    "activates": "Nothing is needed while the guard stays in; upgrading unsloth_zoo past the fix makes the "
+                 "guard unnecessary.",
+    "no-ops": "Nothing to do: the zoo carries the fix and the guard stays idle.",
+    "not-needed": "Nothing to do: this pairing is not exposed.",
+}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """Three sentences a user can act on."""
+
+    reach: str
+    fix: str
+    next_step: str
+
+    def lines(self) -> list[tuple[str, str]]:
+        """(label, sentence) pairs in reading order, as every format prints them."""
+        return [("reach", self.reach), ("fix", self.fix), ("next step", self.next_step)]
+
+
+def fixed_since(report: dict[str, Any], check_id: str) -> str | None:
+    """The first zoo release that carries the fix of ``check_id`` per the report's scan, if the scan says.
+
+    Reads ``report["scan"]["timeline"]["fixed_since"]``: a version for the
+    scan's one check, or a mapping of check id to version.
+    """
+    scan = report.get("scan")
+    timeline = scan.get("timeline") if isinstance(scan, dict) else None
+    value = timeline.get("fixed_since") if isinstance(timeline, dict) else None
+    if isinstance(value, dict):
+        value = value.get(check_id)
+    return value if isinstance(value, str) and value else None
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
+
+
+def advice(entry: dict[str, Any], check: dict[str, Any], *, fixed: str | None = None) -> Advice:
+    """Plain words for one check (``check``, from ``report["checks"]``) in one cell (``entry``).
+
+    ``fixed`` is the first zoo release carrying the fix (:func:`fixed_since`), when known.
+    """
+    adm = entry.get("admissible")
+    value = adm.get("value") if isinstance(adm, dict) else None
+    reach = REACH.get(value if isinstance(value, bool) else None, REACH[None])
+    fix = _sentence(str(check.get("fix_hint") or "No fix is recorded for this check"))
+    if fixed:
+        fix += f" unsloth_zoo>={fixed} carries the fix."
+    verdicts = entry.get("verdicts")
+    v = verdicts.get(check.get("id")) if isinstance(verdicts, dict) else None
+    guard = str(v.get("guard")) if isinstance(v, dict) else "error"
+    next_step = NEXT_STEP.get(guard, f"Rerun this cell: its state {guard!r} is not one this report knows.")
+    return Advice(reach=reach, fix=fix, next_step=next_step)
