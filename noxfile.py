@@ -1,118 +1,196 @@
-"""nox sessions for skewmatrix -- thin: each calls into ``matrix.pipeline``.
+# /// script
+# requires-python = ">=3.10"
+# # The harness's own dependencies (pyproject.toml), so that `uvx nox` or `pipx run nox` can load this
+# # file: nox creates an env with them and re-runs itself there when they are missing.
+# dependencies = [
+#     "nox>=2026.10.20",
+#     "uv>=0.13.9",
+#     "packaging>=24",
+#     "httpx>=0.28",
+#     "tomli>=2; python_version < '3.11'",
+# ]
+# ///
+"""nox sessions for skewmatrix -- thin: each parses with ``matrix.cli`` and calls into the packages.
 
-  nox -s matrix          every cell of the selected matrix, then the report
+  nox -s matrix          every cell of the selected matrix, then the report and the gate
   nox -s "cell(ID)"      one cell (ids: ``nox --list``)
-  nox -s report          classify and render what the cells left in reports/out/
+  nox -s report          classify, render and gate what the cells left in the output directory
   nox -s report -- D...  merge the cell results of shard directories D... into one report
-  nox -s pinned -- ...   check an existing env (--python PATH) or exact pins (-r FILE); exit 0/1/2
-  nox -s gate -- --unsloth SOURCE   release gate for a candidate unsloth; exit 0/1/2
+  nox -s pinned -- ...   check an existing env (--python PATH) or exact pins (-r FILE)
+  nox -s gate -- --unsloth SOURCE   release gate for a candidate unsloth
   nox -s scan -- ...     static verdicts for every release, without installing (scan.json, scan.md)
+  nox -s mutation -- ... mutation testing of the behaviour suite
   nox -s bench           measure the matrix against its floor (`-- scan`: the scan benchmark)
   nox -s tests           the harness's own test suite (unit + integration)
   nox -s lint            ruff
 
+`nox -s NAME -- --help` lists a session's options and exit codes; an unknown
+argument is a usage line and exit 2. Exit codes: 0 every cell passes or is in
+the state the matrix file expects; 1 an unexpected gate failure or an XPASS;
+2 bad input or a harness failure (``matrix.errors``). Under ``nox -j`` nox
+itself reduces any failed session to 1.
+
+Why the cells of `nox -s matrix` exit 0 with a failing verdict: nox aborts a
+``requires=`` fan-in when any prerequisite failed (checked on nox
+2026.10.20), and the `matrix` session must still write the report. So a cell
+run as a prerequisite of `matrix` records its verdict, prints it, and exits
+0; the `matrix` session then fails the run (exit 1) naming the cells. A cell
+session run on its own (`nox -s "cell(ID)"`, as CI's per-cell jobs do) fails
+(exit 1) after writing its cell JSON. Either way the other cells still run.
+
 The matrix file is chosen with SKEWMATRIX_MATRIX (default matrix/default.toml);
-the output directory with SKEWMATRIX_OUT (default reports/out/); a shard of the
-cells with SKEWMATRIX_SHARD=K/N. `-- --force` reruns cells whose result is current.
+the output directory with SKEWMATRIX_OUT or `-- -o DIR` (default reports/out/);
+a shard of the cells with SKEWMATRIX_SHARD=K/N.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from matrix import pipeline
-from matrix.errors import SkewmatrixError
+from matrix import cli, pipeline, sessions
+from matrix.settings import RUN_ID_ENV, run_id
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["matrix"]
 nox.options.error_on_missing_interpreters = True
 
-pipeline.run_id()  # set once here, inherited by the session processes of `nox -j`
+RUN = run_id()  # set once here, inherited by the session processes of `nox -j`
 CELLS = pipeline.cell_ids_or_exit()
 PYTHON = pipeline.load_matrix().options.python
 
+# Was `matrix` asked for? Decided here, in the process that parsed nox's command line, and handed to the
+# session processes of `nox -j` through the environment (tied to this run's id, so nested runs start afresh).
+FANIN_ENV = "SKEWMATRIX_FANIN"
+_requested = sessions.requested_sessions(sys.argv[1:], nox.options.sessions) or []
+if "matrix" in _requested:
+    os.environ[FANIN_ENV] = RUN
+PROGRESS_ENV = "SKEWMATRIX_PROGRESS"  # "RUN N": how many cells this run has, for the [k/N] lines
 
-def _guarded(session: nox.Session, fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except SkewmatrixError as exc:
-        session.error(str(exc))
+
+def _cells_in_this_run(requested: list[str]) -> int:
+    run, _, n = os.environ.get(PROGRESS_ENV, "").partition(" ")
+    if run == RUN and n.isdigit():
+        return int(n)  # a session process of `nox -j`: its parent counted
+    picked = [s for s in requested if s == "cell" or s.startswith("cell(")]
+    total = len(CELLS) if "matrix" in requested or "cell" in picked else max(len(picked), 1)
+    os.environ[PROGRESS_ENV] = f"{RUN} {total}"
+    return total
+
+
+N_CELLS = _cells_in_this_run(_requested)
+
+
+def _check_posargs(requested: list[str], argv: list[str]) -> None:
+    """`nox -s NAME -- ARGS`: --help, or a usage error (exit 2), before nox builds any env."""
+    names = {"matrix" if n == "cell" or n.startswith("cell(") else n for n in requested}
+    if len(names) != 1 or "--" not in argv:
+        return
+    name = names.pop()
+    if name not in cli.COMMANDS or name in cli.PASSTHROUGH:
+        return
+    got = cli.parse(cli.command_parser(name, f"nox -s {requested[0]} --"), argv[argv.index("--") + 1:])
+    if isinstance(got, int):
+        raise SystemExit(got)
+
+
+_check_posargs(_requested, sys.argv)
+
+
+def _exit(session: nox.Session, code: int) -> None:
+    """A command's exit code as the session's result: 1 fails the session (nox goes on with the
+    others and exits 1), 2 stops nox with 2 (bad input, a harness failure)."""
+    if code == 0:
+        return
+    if code == 1:
+        raise CommandFailed("exit 1 (see above)")
+    raise SystemExit(code)
 
 
 @nox.session(python=PYTHON, venv_backend="uv", allow_parallel=True)
 @nox.parametrize("cell", [nox.param(c, id=c) for c in CELLS])
 def cell(session: nox.Session, cell: str) -> None:
-    """Build one cell's env, install its pair (overrides), probe, write cell JSON."""
+    """Build one cell's env, install its pair (overrides), probe, write cell JSON. Options: see `matrix`."""
+    args = cli.parse(cli.command_parser("matrix", "nox -s matrix --"), list(session.posargs))
+    if isinstance(args, int):  # --help, or a usage error: every cell would say the same, so stop now
+        raise SystemExit(args)
+    fan_in = os.environ.get(FANIN_ENV) == run_id()
     env_dir = Path(session.virtualenv.location)
-    force = "--force" in session.posargs
-    _guarded(session, pipeline.run_one, cell, env_dir, force=force, log=session.log)
+    code = cli.guarded(lambda: cli.dispatch(
+        lambda a: cli.run_cell(cell, env_dir, a, n=N_CELLS, strict=not fan_in, log=session.log), args),
+        prog=f"skewmatrix cell {cell}")
+    if code == 2:
+        # A harness failure in one cell: the other cells still run; nox then aborts the report.
+        session.error(f"cell {cell}: the harness failed (exit 2); see above")
+    _exit(session, code)
 
 
 @nox.session(python=False, requires=["cell"])
 def matrix(session: nox.Session) -> None:
-    """Run every cell (as dependencies), then classify and report."""
-    _guarded(session, pipeline.report, log=print)
+    """Run every cell (as dependencies), then classify, report and gate (exit 0/1/2)."""
+    _exit(session, cli.session_main("matrix", list(session.posargs),
+                                    run=lambda a: cli.cmd_matrix(a, run_cells=False)))
 
 
 @nox.session(python=False)
 def report(session: nox.Session) -> None:
-    """Classify and render results: those in the output directory, or merge `-- DIR...` (shards)."""
-    dirs = [Path(a) for a in session.posargs if not a.startswith("-")]
-    _guarded(session, pipeline.report, dirs or None, log=print)
+    """Classify, render and gate results: those in the output directory, or merge `-- DIR...` (shards)."""
+    _exit(session, cli.session_main("report", list(session.posargs)))
 
 
 @nox.session(python=False)
 def pinned(session: nox.Session) -> None:
     """Check an existing env in place (`-- --python PATH`) or exact pins (`-- -r FILE`); exit 0/1/2."""
-    from matrix import pinned as pinned_mod
-
-    out = pipeline.out_dir() / "pinned"
-    code = _guarded(session, pinned_mod.main, list(session.posargs), out, log=print)
-    if code:
-        raise SystemExit(code)
+    _exit(session, cli.session_main("pinned", list(session.posargs)))
 
 
 @nox.session(python=False)
 def gate(session: nox.Session) -> None:
     """Release gate for a candidate unsloth: `-- --unsloth VERSION|PATH|git+URL@REF`; exit 0/1/2."""
-    from matrix import gate as gate_mod
-
-    code = _guarded(session, gate_mod.main, list(session.posargs), pipeline.out_dir() / "gate", log=print)
-    if code:
-        raise SystemExit(code)
+    _exit(session, cli.session_main("gate", list(session.posargs)))
 
 
 @nox.session(python=False)
 def scan(session: nox.Session) -> None:
     """Statically classify every zoo and unsloth release without installing anything."""
-    from matrix import scan as scan_mod
+    _exit(session, cli.session_main("scan", list(session.posargs)))
 
-    code = scan_mod.main(list(session.posargs))
-    if code:
-        raise SystemExit(code)
+
+@nox.session(python=False)
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the behaviour suite (`matrix.mutation`; its own options)."""
+    _exit(session, cli.session_main("mutation", list(session.posargs)))
 
 
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
     """Measure the default matrix against its floor (R, S, rerun, cold); `-- scan` for the scan."""
-    from matrix import bench as bench_mod
-
-    code = bench_mod.main(list(session.posargs))
-    if code:
-        raise SystemExit(code)
+    _exit(session, cli.session_main("bench", list(session.posargs)))
 
 
 @nox.session(python=PYTHON, venv_backend="uv")
 def tests(session: nox.Session) -> None:
-    """The harness's own tests. Pass pytest arguments after `--`."""
+    """The harness's own tests. Pass pytest arguments after `--`. Installs Debian's chromium when root."""
+    def browser() -> int:
+        path = sessions.ensure_chromium(
+            lambda argv: session.run(*argv, external=True, env={"DEBIAN_FRONTEND": "noninteractive"}),
+            log=session.log)
+        session.log(f"chromium: {path}")
+        return 0
+
+    _exit(session, cli.guarded(browser, prog="nox -s tests"))
     session.install("-e", ".[test]")
+    start = time.perf_counter()
     # The tests start runs of their own: they must not inherit this run's identity.
-    session.run("pytest", *(session.posargs or ["-n", "2"]), env={pipeline.RUN_ID_ENV: ""})
+    session.run("pytest", *(session.posargs or ["-n", "2"]), env={RUN_ID_ENV: "", FANIN_ENV: "", PROGRESS_ENV: ""})
+    session.log(f"tests passed in {time.perf_counter() - start:.0f} s")
 
 
 @nox.session(python=PYTHON, venv_backend="uv")

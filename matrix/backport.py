@@ -157,11 +157,18 @@ def apply_insert(root: Path, manifest: Manifest, entry: dict[str, str], label: s
         raise BackportError(f"{label}: give 'text' or 'text_file'")
     if not text.endswith("\n"):
         text += "\n"
+    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = anchor_line(lines, entry, label) + (1 if where == "after" else 0)
+    lines[at:at] = [text]
+    target.write_text("".join(lines), encoding="utf-8")
+
+
+def anchor_line(lines: list[str], entry: dict[str, str], label: str) -> int:
+    """Index of the one line ``entry``'s anchor matches; ``BackportError`` when it matches none or several."""
     try:
         pattern = re.compile(entry.get("anchor", ""))
     except re.error as exc:
         raise BackportError(f"{label}: anchor {entry.get('anchor')!r} is not a valid regex: {exc}") from exc
-    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
     hits = [i for i, line in enumerate(lines) if pattern.search(line.rstrip("\r\n"))]
     if len(hits) != 1:
         where_hits = ", ".join(str(i + 1) for i in hits[:10])
@@ -169,9 +176,33 @@ def apply_insert(root: Path, manifest: Manifest, entry: dict[str, str], label: s
         raise BackportError(
             f"{label}: anchor {pattern.pattern!r} {what} in {entry['file']}; an anchor must match exactly one line"
         )
-    at = hits[0] + (1 if where == "after" else 0)
-    lines[at:at] = [text]
-    target.write_text("".join(lines), encoding="utf-8")
+    return hits[0]
+
+
+def anchor_problems(manifest: Manifest, base_wheel: Path, build_name: str) -> list[str]:
+    """Every ``[[insert]]`` of ``manifest`` whose file or anchor does not fit ``base_wheel``, read in place.
+
+    The spec loader calls this when the base wheel is already cached, so a stale anchor is reported when
+    the matrix is validated rather than when the cell is built (which still checks, as ``apply_insert``).
+    """
+    label = f"backport {manifest.name} (build {build_name})"
+    problems = []
+    try:
+        with zipfile.ZipFile(base_wheel) as zf:
+            names = set(zf.namelist())
+            for i, entry in enumerate(manifest.data.get("insert", []), 1):
+                where = f"{label} [[insert]] #{i}"
+                if entry.get("file") not in names:
+                    problems.append(f"{where}: file {entry.get('file')!r} is not in the base wheel {base_wheel.name}")
+                    continue
+                lines = zf.read(entry["file"]).decode("utf-8", errors="replace").splitlines(keepends=True)
+                try:
+                    anchor_line(lines, entry, where)
+                except BackportError as exc:
+                    problems.append(f"{exc} (base wheel {base_wheel.name})")
+    except (OSError, zipfile.BadZipFile):
+        return []  # an unreadable cache entry: the build downloads and checks it again
+    return problems
 
 
 def apply_patch(root: Path, manifest: Manifest, entry: dict[str, str], label: str) -> None:

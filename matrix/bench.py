@@ -34,6 +34,7 @@ from typing import Any
 
 from matrix import pipeline
 from matrix.cell import write_json_atomic
+from matrix.errors import SkewmatrixError
 from matrix.spec import REPO_ROOT, nox_safe
 
 
@@ -86,23 +87,20 @@ def cell_breakdown(out: Path) -> dict[str, dict[str, float]]:
     return rows
 
 
+class BenchError(SkewmatrixError):
+    """A benchmark run failed: the figures would mean nothing."""
+
+
 def check(proc: subprocess.CompletedProcess[str], what: str) -> None:
     if proc.returncode != 0:
         aborted = [line for line in proc.stdout.splitlines() if "aborted" in line or "failed" in line]
-        raise SystemExit(f"bench: {what} failed (exit {proc.returncode}):\n" + "\n".join(aborted[:20])
+        raise BenchError(f"bench: {what} failed (exit {proc.returncode}):\n" + "\n".join(aborted[:20])
                          + f"\n...\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
 
 
-def main(argv: list[str]) -> int:
-    if argv and argv[0] == "scan":
-        from matrix import scan
-
-        return scan.bench(argv)
-    ap = argparse.ArgumentParser(prog="nox -s bench --")
-    ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")
-    ap.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
-    args = ap.parse_args(argv)
-
+def run(args: argparse.Namespace) -> int:
+    """``nox -s bench`` / ``skewmatrix bench`` with parsed arguments (``matrix.cli``: ``--no-cold``,
+    ``--no-warmup``; ``bench scan ...`` goes to the scan's benchmark instead)."""
     base = pipeline.out_dir() / "bench"
     shutil.rmtree(base, ignore_errors=True)
     envdir = base / "envs"
@@ -113,20 +111,20 @@ def main(argv: list[str]) -> int:
 
     if not args.no_warmup:
         say("warm-up run (fills the uv cache; not timed)")
-        _, proc = nox_run(base / "warmup", envdir, "-s", "matrix", "--", "--force")
+        _, proc = nox_run(base / "warmup", envdir, "-s", "matrix", "--", "--force", "--exit-zero")
         check(proc, "warm-up run")
     say("timed run, 1 job")
-    w1, proc = nox_run(base / "j1", envdir, "-s", "matrix", "--", "--force")
+    w1, proc = nox_run(base / "j1", envdir, "-s", "matrix", "--", "--force", "--exit-zero")
     check(proc, "1-job run")
     # Before the rerun: nox recreates a reused cell's env empty, and the floors need them full.
     say("floors: import unsloth in each cell env, best of 3")
     floors = {cid: floor(envdir / f"cell-{nox_safe(cid)}") for cid in ids}
     say("unchanged rerun (every cell should be reused)")
-    rerun, proc = nox_run(base / "j1", envdir, "-s", "matrix")
+    rerun, proc = nox_run(base / "j1", envdir, "-s", "matrix", "--", "--exit-zero")
     check(proc, "rerun")
     reused = (proc.stdout + proc.stderr).count("unchanged since the last run")  # nox logs to stderr
     say("timed run, 2 jobs")
-    w2, proc = nox_run(base / "j2", base / "envs-j2", "-s", "matrix", "--", "--force", jobs=2)
+    w2, proc = nox_run(base / "j2", base / "envs-j2", "-s", "matrix", "--", "--force", "--exit-zero", jobs=2)
     check(proc, "2-job run")
     breakdown = cell_breakdown(base / "j1")
     figures.update(
@@ -140,7 +138,7 @@ def main(argv: list[str]) -> int:
         say("cold run: a fresh, empty uv cache")
         with tempfile.TemporaryDirectory(prefix="skewmatrix-cold-uv-") as cache:
             rx = rx_bytes()
-            wc, proc = nox_run(base / "cold", base / "envs-cold", "-s", "matrix", "--", "--force",
+            wc, proc = nox_run(base / "cold", base / "envs-cold", "-s", "matrix", "--", "--force", "--exit-zero",
                                env_extra={"UV_CACHE_DIR": cache, "SKEWMATRIX_WHEEL_CACHE": f"{cache}/wheels"})
             received = rx_bytes() - rx
             check(proc, "cold run")

@@ -36,10 +36,6 @@ exit codes:
   0  every cell passes (or is in the state the matrix file expects)
   1  exposure found: a cell is `missing` or `broken` (a failing state of [gate] fail_on)
   2  no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed"""
-SCAN_EXIT_HELP = """\
-exit codes:
-  0  scan.json and scan.md were written
-  2  bad input, or the index could not be read"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,8 +90,8 @@ def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = "exit codes:\n  0  measured and written\n  2  a benchmark run failed, or bad input"
-    p.add_argument("what", nargs="?", choices=("matrix", "scan"), default="matrix",
-                   help="`scan`: the scan benchmark instead (its own options follow)")
+    p.add_argument("what", nargs="?", choices=("matrix",), default="matrix",
+                   help="what to measure; `scan` instead runs the scan's benchmark (its own options follow)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")
     p.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
 
@@ -170,7 +166,7 @@ def cmd_matrix(args: argparse.Namespace, *, run_cells: bool = True) -> int:
     return pipeline.judge(rep, pipeline.load_matrix(), exit_zero=args.exit_zero, verbose=args.verbose, log=log)
 
 
-def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, k: int, n: int, strict: bool,
+def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, n: int, strict: bool,
              create_env: bool = False, log: Callable[[str], Any] = print) -> int:
     """One cell: build, probe, write its cell JSON, print its ``[k/N]`` line.
 
@@ -181,13 +177,15 @@ def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, k: int, n
     ``matrix`` session must still write the report; it then fails the run.
     """
     from matrix import pipeline
+    from matrix.progress import next_k
 
     start = time.perf_counter()
     record = pipeline.run_one(cell_id, env_dir, create_env=create_env, force=args.force, device=args.device,
                               log=log)
     matrix = pipeline.load_matrix()
+    # k counts cells of this run as they finish, across the session processes of `nox -j`
     kind = pipeline.finish_cell(record, matrix.cell(cell_id), matrix, seconds=time.perf_counter() - start,
-                                k=k, n=n, log=log)
+                                k=next_k(out_dir(), run_id()), n=n, log=log)
     if kind in ("fail", "xpass"):
         if strict and not args.exit_zero:
             return 1
@@ -198,7 +196,7 @@ def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, k: int, n
 
 def cmd_cell(args: argparse.Namespace) -> int:
     env_dir = args.env_dir or out_dir() / "envs" / args.cell
-    return run_cell(args.cell, env_dir, args, k=1, n=1, strict=True, create_env=True, log=_logger(args.format))
+    return run_cell(args.cell, env_dir, args, n=1, strict=True, create_env=True, log=_logger(args.format))
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -221,16 +219,26 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 def cmd_mutation(args: argparse.Namespace) -> int:
     try:
-        from matrix import mutation  # type: ignore[attr-defined]
+        from matrix import mutation
     except ImportError as exc:
         raise SkewmatrixError(f"the mutation command is not available in this tree ({exc})") from None
     return int(mutation.main(list(args.args)))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    argv = list(args.args)
+    if argv[:1] == ["scan"]:
+        from matrix import scan
+
+        return int(scan.bench(argv))
+    p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0])
+    add_bench_arguments(p)
+    parsed = parse(p, argv)
+    if isinstance(parsed, int):
+        return parsed
     from matrix import bench
 
-    return bench.run(args)
+    return bench.run(parsed)
 
 
 def cmd_ci_matrix(args: argparse.Namespace) -> int:
@@ -238,10 +246,6 @@ def cmd_ci_matrix(args: argparse.Namespace) -> int:
 
     print(from_text(sys.stdin.read()))
     return EXIT_OK
-
-
-# name -> (help, add arguments, run); the order is the order of `--help`.
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None, Callable[..., int]]] = {}
 
 
 def _cells_args(p: argparse.ArgumentParser) -> None:
@@ -271,7 +275,8 @@ def _passthrough(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the command itself (its own --help)")
 
 
-COMMANDS.update({
+# name -> (help, add arguments, run); the order is the order of `--help`.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None, Callable[..., int]]] = {
     "matrix": ("every cell of the selected matrix, then the report and the gate", add_run_arguments, cmd_matrix),
     "cell": ("build and probe one cell", _cell_args, cmd_cell),
     "report": ("classify and render collected results (or merge shard directories); gate them", _report_args,
@@ -283,10 +288,12 @@ COMMANDS.update({
                cmd_pinned),
     "scan": ("static verdicts for every release, without installing (its own options)", _passthrough, cmd_scan),
     "mutation": ("mutation testing of the behaviour suite (its own options)", _passthrough, cmd_mutation),
-    "bench": ("measure the matrix against its floor", add_bench_arguments, cmd_bench),
+    "bench": ("measure the matrix against its floor; `bench scan`: the scan's (own options)", _passthrough,
+              cmd_bench),
     "ci-matrix": ("stdin: `nox --list --json`; stdout: a GitHub job matrix", None, cmd_ci_matrix),
-})
-PASSTHROUGH = ("scan", "mutation")
+}
+# These parse their own arguments (each its own --help).
+PASSTHROUGH = ("scan", "mutation", "bench")
 
 
 def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
@@ -330,6 +337,10 @@ def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatr
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `skewmatrix cells | head`: the reader left early; point stdout at /dev/null so exit is quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as exc:  # a bug of ours: still no traceback unless asked for
         if debug:
             traceback.print_exc()
@@ -348,11 +359,18 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
 
 def main(argv: list[str] | None = None) -> int:
     """``skewmatrix`` / ``python -m matrix``."""
-    args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv[:1]
+    rest = argv[1:] if debug else argv
+    if rest[:1] and rest[0] in PASSTHROUGH:
+        # These parse their own arguments (argparse's REMAINDER would refuse a leading --help).
+        ns = argparse.Namespace(command=rest[0], args=rest[1:], debug=debug)
+        return guarded(lambda: COMMANDS[rest[0]][2](ns), debug=debug, prog=f"skewmatrix {rest[0]}")
+    args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
     run = COMMANDS[args.command][2]
-    return guarded(lambda: _dispatch(run, args), debug=args.debug)
+    return guarded(lambda: dispatch(run, args), debug=args.debug)
 
 
 def session_main(name: str, argv: list[str], run: Callable[[argparse.Namespace], int] | None = None, *,
@@ -362,43 +380,15 @@ def session_main(name: str, argv: list[str], run: Callable[[argparse.Namespace],
     ``options_of`` parses with another command's options (the cell sessions take the ``matrix`` options,
     because nox hands them the same posargs)."""
     prog = f"nox -s {name} --"
+    if (options_of or name) in PASSTHROUGH:
+        ns = argparse.Namespace(args=list(argv))
+        return guarded(lambda: (run or COMMANDS[name][2])(ns), prog=f"skewmatrix {name}")
     args = parse(command_parser(options_of or name, prog), argv)
     if isinstance(args, int):
         return args
-    return guarded(lambda: _dispatch(run or COMMANDS[name][2], args), prog=f"skewmatrix {name}")
+    return guarded(lambda: dispatch(run or COMMANDS[name][2], args), prog=f"skewmatrix {name}")
 
 
-def _dispatch(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+def dispatch(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     _set_output(args)  # before anything asks where the output directory is
     return run(args)
-
-
-# ---------------------------------------------------------------- which sessions nox was asked for
-
-SESSION_FLAGS = ("-s", "-e", "--session", "--sessions")
-
-
-def requested_sessions(argv: list[str], default: list[str]) -> list[str] | None:
-    """The session names on a nox command line (``-s a b``, ``--session=a``), ``default`` when none
-    is named, None when selected some other way (``-k``, ``-t``): then nobody can tell."""
-    names: list[str] = []
-    collecting = False
-    for tok in argv:
-        if tok == "--":
-            break
-        if tok in SESSION_FLAGS:
-            collecting = True
-            continue
-        if tok.startswith(tuple(f"{f}=" for f in SESSION_FLAGS[2:])):
-            names.append(tok.split("=", 1)[1])
-            collecting = False
-            continue
-        if tok in ("-k", "-t", "--keywords", "--tags"):
-            return None
-        if tok.startswith("-"):
-            collecting = False
-        elif collecting:
-            names.append(tok)
-    if not names and os.environ.get("NOXSESSION"):
-        names = [n.strip() for n in os.environ["NOXSESSION"].split(",") if n.strip()]
-    return names or list(default)

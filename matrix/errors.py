@@ -7,7 +7,7 @@ and carries its ``return_code``. One function turns them into exit codes,
 the code. The nox sessions go through the same function. Findings about
 cells are never exceptions: a cell that cannot be built is an ``error`` cell
 in the report, and the gate (``reports.gate.evaluate``) turns cell states
-into ``EXIT_OK`` or ``EXIT_GATE``.
+into ``EXIT_OK`` or ``EXIT_GATE`` (defined there, with the gate, and re-exported here).
 
 Exit codes (documented in the README and in every ``--help``):
   0  every cell passes or is in the state its matrix file expects
@@ -20,7 +20,10 @@ Exit codes (documented in the README and in every ``--help``):
 
 from __future__ import annotations
 
-EXIT_OK, EXIT_GATE, EXIT_HARNESS = 0, 1, 2
+from reports.gate import EXIT_GATE, EXIT_HARNESS, EXIT_OK
+
+__all__ = ["EXIT_CODES_HELP", "EXIT_GATE", "EXIT_HARNESS", "EXIT_OK", "BackportError", "BuildError",
+           "EnvironmentSetupError", "IndexLookupError", "SkewmatrixError", "SpecError"]
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -34,10 +37,6 @@ class SkewmatrixError(Exception):
     """Base of every deliberate harness failure."""
 
     return_code = EXIT_HARNESS
-
-
-class UsageError(SkewmatrixError):
-    """Bad command-line arguments (the message is printed after the usage line)."""
 
 
 class SpecError(SkewmatrixError):

@@ -110,13 +110,6 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
     return text
 
 
-def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
-    """``nox -s gate -- ARGV``; arguments as ``skewmatrix gate`` (``matrix.cli``)."""
-    from matrix.cli import command_parser
-
-    return run(command_parser("gate", "nox -s gate --").parse_args(argv), out, log)
-
-
 def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
     """The gate for parsed arguments (``matrix.cli.add_gate_arguments``); exit 0/1/2 (``reports.gate``)."""
     from matrix import scan
@@ -145,10 +138,10 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     else:
         plain = scan.zoo_requirements(metadata).get("plain") if metadata else None
         if plain is None:
+            rec = scan.recommended_zoo(doc)
             log("gate: the candidate's zoo requirement is unknown before building it; using newest and the "
-                f"{args.below} releases below the first fixed one")
-            first = doc["timeline"].get("first_fixed")
-            plain = f">={first}" if first else None
+                f"{args.below} releases below fixed_since ({rec.words() if rec else 'none found'})")
+            plain = f">={rec.version}" if rec else None
     zoo = pick_zoo(doc["zoo"], plain, args.below)
     for v, why in zoo:
         log(f"gate: zoo {v}: {why}")
@@ -164,9 +157,10 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
         log(f"gate: the matrix run failed (nox exit {proc.returncode}); no verdict")
         return 2
     report = json.loads(report_file.read_text(encoding="utf-8"))
-    first = doc["timeline"].get("first_fixed")
+    rec = scan.recommended_zoo(doc)  # fixed_since, never first_fixed: no vulnerable release after it
+    since, how = (rec.version, rec.confirmed_by) if rec else (None, None)
     for cell in report["cells"]:
-        log(f"- {cell['cell_id']}: {recommendation(cell, first)}")
+        log(f"- {cell['cell_id']}: {recommendation(cell, since, how)}")
     outcome = evaluate(report)
     for line in outcome.lines():
         log(f"gate: {line}")

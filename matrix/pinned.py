@@ -109,16 +109,9 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
     return record_and_probe(run, env_dir, python, log)
 
 
-def main(argv: list[str], out: Path, log: Callable[[str], Any] = print) -> int:
-    """``nox -s pinned -- ARGV``; arguments as ``skewmatrix pinned`` (``matrix.cli``)."""
-    from matrix.cli import command_parser
-
-    return run(command_parser("pinned", "nox -s pinned --").parse_args(argv), out, log)
-
-
 def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
     """Probe what the parsed arguments name (``matrix.cli.add_pinned_arguments``); exit 0/1/2 (``reports.gate``)."""
-    from reports.gate import evaluate, first_fixed_zoo, recommendation
+    from reports.gate import evaluate, fixed_since_zoo, recommendation
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
@@ -128,7 +121,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     out.mkdir(parents=True, exist_ok=True)
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))
-    log(recommendation(report["cells"][0], first_fixed_zoo(out)))
+    log(recommendation(report["cells"][0], *fixed_since_zoo(out)))
     code = evaluate(report).gate_exit_code
     log(f"pinned: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
     return code

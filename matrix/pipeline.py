@@ -23,14 +23,9 @@ from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
 from matrix.collect import load_cells
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient
+from matrix.scan import compare_with_cells
+from matrix.settings import out_dir, run_id
 from matrix.spec import REPO_ROOT, Matrix
-
-OUT_ENV = "SKEWMATRIX_OUT"
-
-
-def out_dir() -> Path:
-    value = os.environ.get(OUT_ENV, "").strip()
-    return Path(value).resolve() if value else REPO_ROOT / "reports" / "out"
 
 
 def load_matrix(check_index: bool = False) -> Matrix:
@@ -86,16 +81,6 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
 
 
 _RUN_LOCKS: dict[Path, Any] = {}
-RUN_ID_ENV = "SKEWMATRIX_RUN_ID"
-
-
-def run_id() -> str:
-    """Identity of this run, shared by the parallel session processes nox spawns
-    (they inherit the environment of the process that loaded the noxfile)."""
-    value = os.environ.get(RUN_ID_ENV)
-    if not value:
-        value = os.environ[RUN_ID_ENV] = f"{os.getpid()}"
-    return value
 
 
 def acquire_run_lock(out: Path) -> None:
@@ -166,7 +151,11 @@ def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[di
         if absent:
             raise MergeError(f"{len(absent)} cell(s) of {matrix.path} have no result in any of the "
                              f"{len(dirs)} directories: {', '.join(absent)}")
-    return [found.get(c.id) or missing_cell(c, matrix) for c in cells]
+    results = [found.get(c.id) or missing_cell(c, matrix) for c in cells]
+    # Reused or merged results are judged against the matrix file as it is now.
+    for cell, r in zip(cells, results, strict=True):
+        r["expect"] = cell.expect_map
+    return results
 
 
 def attach_scan(rep: dict[str, Any], out: Path) -> None:
@@ -178,9 +167,10 @@ def attach_scan(rep: dict[str, Any], out: Path) -> None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SkewmatrixError(f"{path}: unreadable scan result ({exc}); rerun `nox -s scan`") from exc
-    from matrix.scan import compare_with_cells
-
-    rep["scan"] = {"generated": doc.get("generated"), "first_fixed": (doc.get("timeline") or {}).get("first_fixed"),
+    t = doc.get("timeline") or {}
+    rep["scan"] = {"generated": doc.get("generated"), "check": doc.get("check"), "timeline": t,
+                   "first_fixed": t.get("first_fixed"), "fixed_since": t.get("fixed_since"),
+                   "fixed_since_confirmed_by": t.get("fixed_since_confirmed_by"),
                    "comparisons": compare_with_cells(doc, rep["cells"])}
 
 
@@ -218,10 +208,9 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
         log(f"wrote {p}")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        # GitHub caps a step summary at 1 MiB; keep well under it.
-        text = RENDERERS["markdown"].render(rep)
+        # The summary renderer keeps itself under GitHub's 1 MiB cap.
         with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(text if len(text) < 900_000 else text[:900_000] + "\n\n(truncated: see report.md)\n")
+            fh.write(RENDERERS["summary"].render(rep))
     return rep
 
 

@@ -15,8 +15,8 @@ A matrix file is TOML (format in the README, "Writing a matrix file")::
     [[expect]]                # optional: a state a check is expected to be in
     unsloth = "u2026.10.9"    # optional: default every unsloth build
     zoo = "z2026.9.3"         # optional: default every zoo build
-    check = "fused-ce-masked-nan"  # optional: default every check
-    state = "missing"
+    check = "CHECK-ID"        # optional: default every check (probes.checks.ids())
+    state = "missing"         # matrix.expect
 
 Validation collects every problem before failing (``SpecError``), each
 message naming the file, the table and the key, quoting the bad value and
@@ -34,12 +34,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from matrix.errors import IndexLookupError, SpecError
+from matrix import expect
+from matrix.backport import anchor_problems, load_manifest
+from matrix.errors import BackportError, IndexLookupError, SpecError
 from matrix.index import IndexClient, nearest_versions
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
+from matrix.sources.backport import wheel_cache
+from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,13 +58,11 @@ MATRIX_ENV = "SKEWMATRIX_MATRIX"
 SCHEMA = 1
 
 PACKAGES = {"unsloth": "unsloth", "unsloth-zoo": "zoo"}
-PACKAGES_BY_ROLE = {"unsloth": "unsloth", "zoo": "unsloth_zoo"}
 TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict,
                                                 "gate": dict, "expect": list}
-EXPECT_KEYS: dict[str, type] = {"unsloth": str, "zoo": str, "check": str, "state": str}
 GATE_KEYS: dict[str, type] = {"fail_on": list}
-GUARD_STATES = ("activates", "no-ops", "missing", "not-needed", "broken", "error")
-DEFAULT_FAIL_ON = ("missing", "broken", "error")
+# The failing states are defined once, in the checks' vocabulary; `[gate] fail_on` replaces them per file.
+DEFAULT_FAIL_ON = tuple(s for s in GUARD_STATES if s in FAILING_BY_DEFAULT)
 BUILD_KEYS: dict[str, type] = {"name": str, "package": str, "source": str}
 PAIR_KEYS: dict[str, type] = {"product": bool, "include": list, "exclude": list}
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
@@ -124,7 +128,7 @@ class Cell:
     unsloth: Build
     zoo: Build
     options: CellOptions
-    # (check id, expected guard state) pairs from the file's [[expect]] tables; see ``resolve_expect``.
+    # (check id, expected guard state) pairs from the file's [[expect]] tables (``matrix.expect``).
     expect: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -179,6 +183,41 @@ def _check_keys(where: str, table: dict[str, Any], valid: dict[str, Any]) -> lis
     return problems
 
 
+# Anything but printable text: a newline would start a new line of the requirements or overrides file.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def requirement_value_problem(where: str, key: str, value: str, package: str) -> str | None:
+    """Why ``value`` cannot go into a requirements or overrides line for ``package``, or None.
+
+    The value must be a PEP 440 version (``2.12.1``, pinned with ``==``) or a PEP 508 version specifier set
+    (``>=2.12,<2.13``), parsed with ``packaging``. A newline, an option (``--index-url ...``), a direct URL
+    (``@ https://...``) or markers are refused: uv would honour them from the file.
+    """
+    shown = f"{where}: {key} = {value!r}"
+    if CONTROL_RE.search(value):
+        return (f"{shown} contains a newline or control character; it would start another line of the "
+                f"requirements/overrides file (e.g. an injected --index-url). Give one specifier, e.g. '==2.12.1'")
+    text = value.strip()
+    if not text:
+        return None  # no constraint: the resolver picks
+    if text.startswith("-") or " -" in f" {text}":
+        return f"{shown} contains a command-line option; only a version specifier is allowed, e.g. '==2.12.1'"
+    if text[0].isdigit():
+        try:
+            Version(text)
+        except InvalidVersion:
+            return f"{shown} is not a valid PEP 440 version (e.g. '2.12.1')"
+        return None
+    try:
+        spec = SpecifierSet(text)
+        Requirement(f"{package}{spec}")
+    except (InvalidSpecifier, InvalidRequirement) as exc:
+        return (f"{shown} is not a PEP 508 version specifier set ({exc}); use e.g. '==2.12.1' or '>=2.12,<2.13' "
+                "(no URL, markers or options)")
+    return None
+
+
 def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
     if not isinstance(table, dict):
         return base or CellOptions(), [f"{where}: must be a table, got {type(table).__name__} {table!r:.60}"]
@@ -197,7 +236,12 @@ def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tu
         if key == "python" and not re.fullmatch(r"3\.\d{1,2}", value):
             problems.append(f"{where}: python = {value!r} must look like '3.11'")
             continue
-        values[key] = value
+        if key == "torch":
+            bad = requirement_value_problem(where, key, value, "torch")
+            if bad:
+                problems.append(bad)
+                continue
+        values[key] = value.strip() if key == "torch" else value
     return CellOptions(**values), problems
 
 
@@ -262,6 +306,22 @@ def load(path: Path | str | None = None, *, index: IndexClient | None = None, ch
     return from_dict(data, path, index=index, check_index=check_index)
 
 
+def cached_anchor_problems(src: BackportSource, name: str, where: str) -> list[str]:
+    """Anchors of a backport that do not fit its PyPI base, when that base wheel is already cached (no download);
+    otherwise the build reports them, as before."""
+    if not isinstance(src.base_source, PypiSource):
+        return []
+    stem = f"{canonicalize_name(src.package).replace('-', '_')}-{src.base_source.version}-"
+    cached = sorted(p for p in wheel_cache().glob(f"{stem}*.whl") if p.name.endswith("-none-any.whl"))
+    if not cached:
+        return []
+    try:
+        manifest = load_manifest(src.directory)
+    except BackportError:
+        return []  # reported by the source's own problems()
+    return [f"{where}: {p}" for p in anchor_problems(manifest, cached[0], name)]
+
+
 def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = None,
               check_index: bool = True) -> Matrix:
     problems = _check_keys("top level", data, TOP_KEYS)
@@ -314,6 +374,10 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
             src = BackportSource(package=src.package, base_dir=src.base_dir, base=src.base,
                                  backport=src.backport, base_source=base.source)
             builds[name] = Build(name, b.package, src)
+            problems += cached_anchor_problems(src, name, where)
+        if isinstance(src, PypiSource) and isinstance(src.version, str) and CONTROL_RE.search(src.version):
+            problems.append(str(requirement_value_problem(where, "version", src.version, b.package)))
+            continue
         problems += src.problems(where)
 
     if check_index and not problems:
@@ -351,67 +415,12 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
                          f"valid: {', '.join(GUARD_STATES)}" for b in bad]
             fail_on = tuple(raw)
     if "expect" in data:
-        cells = resolve_expect(data["expect"], builds, cells, problems)
+        found = expect.resolve(data["expect"], {n: b.role for n, b in builds.items()},
+                               [(c.id, c.unsloth.name, c.zoo.name) for c in cells], problems)
+        cells = [replace(c, expect=tuple(sorted(found[c.id].items()))) if found.get(c.id) else c for c in cells]
     if problems:
         raise SpecError(str(path), problems)
     return Matrix(path=path, options=options, builds=builds, cells=cells, fail_on=fail_on)
-
-
-def resolve_expect(raw: Any, builds: dict[str, Build], cells: list[Cell], problems: list[str]) -> list[Cell]:
-    """Attach each ``[[expect]]`` table to the cells it names.
-
-    A table without ``unsloth`` / ``zoo`` applies to every build of that
-    package, one without ``check`` to every registered check. Tables apply in
-    file order, so a later, narrower table overrides a file-wide one.
-    """
-    from probes.checks import ids as check_ids
-    from probes.checks.vocabulary import GUARD_STATES
-
-    if not isinstance(raw, list):
-        return cells
-    known_checks = check_ids()
-    expect: dict[str, dict[str, str]] = {c.id: {} for c in cells}
-    for i, table in enumerate(raw, 1):
-        where = f"[[expect]] #{i}"
-        if not isinstance(table, dict):
-            problems.append(f"{where}: must be a table, got {type(table).__name__}")
-            continue
-        bad = _check_keys(where, table, EXPECT_KEYS)
-        problems += bad
-        if "state" not in table:
-            problems.append(f"{where}: missing required key 'state' (one of {', '.join(GUARD_STATES)})")
-        if bad or "state" not in table:
-            continue
-        ok = True
-        for role in ("unsloth", "zoo"):
-            name = table.get(role)
-            if name is None:
-                continue
-            b = builds.get(name)
-            if b is None or b.role != role:
-                valid = [n for n, x in builds.items() if x.role == role]
-                problems.append(f"{where}: {role} = {name!r} is not a {PACKAGES_BY_ROLE[role]} build in this file"
-                                f"{suggest(name, valid)}; {role} builds: {', '.join(valid)}")
-                ok = False
-        check, state = table.get("check"), table["state"]
-        if check is not None and check not in known_checks:
-            problems.append(f"{where}: check = {check!r} is not a registered check{suggest(check, known_checks)}; "
-                            f"checks: {', '.join(known_checks)}")
-            ok = False
-        if state not in GUARD_STATES:
-            problems.append(f"{where}: state = {state!r} is not a guard state{suggest(state, GUARD_STATES)}; "
-                            f"valid: {', '.join(GUARD_STATES)}")
-            ok = False
-        if not ok:
-            continue
-        hits = [c for c in cells if table.get("unsloth", c.unsloth.name) == c.unsloth.name
-                and table.get("zoo", c.zoo.name) == c.zoo.name]
-        if not hits and cells:
-            problems.append(f"{where}: names no cell of this matrix (the pair is excluded or not included)")
-        for c in hits:
-            for chk in [check] if check is not None else known_checks:
-                expect[c.id][chk] = state
-    return [replace(c, expect=tuple(sorted(expect[c.id].items()))) if expect.get(c.id) else c for c in cells]
 
 
 def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:

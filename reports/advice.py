@@ -66,8 +66,12 @@ def fixed_since(report: dict[str, Any], check_id: str) -> str | None:
 
 
 def _sentence(text: str) -> str:
+    """One sentence: capitalised, with a final stop (a check's hint may be written as a clause)."""
     text = text.strip()
-    return text if not text or text.endswith((".", "!", "?")) else text + "."
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def advice(entry: dict[str, Any], check: dict[str, Any], *, fixed: str | None = None) -> Advice:

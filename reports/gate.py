@@ -11,7 +11,7 @@
 
 Which states fail is the report's ``gate.failing_states`` (the matrix file's
 ``[gate] fail_on``, default :data:`probes.checks.vocabulary.FAILING_BY_DEFAULT`);
-nothing here spells a state list of its own. Exit codes (``matrix.errors``):
+nothing here spells a state list of its own. Exit codes (defined here, once):
 0 when every cell passes or is in its expected state, 1 on any ``fail`` or
 ``xpass``; 2 is the harness's (raised errors), never a finding -- except for
 ``gate`` and ``pinned``, where an unexpected ``error`` cell means "no verdict"
@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK
 from probes.checks.vocabulary import FAILING_BY_DEFAULT
+
+# The exit codes of every command (README, "Exit codes"); ``matrix.errors`` re-exports them for the harness.
+EXIT_OK, EXIT_GATE, EXIT_HARNESS = 0, 1, 2
 
 Kind = Literal["pass", "xfail", "fail", "xpass"]
 # Worst first: a cell's kind is the worst of its checks'.
@@ -130,25 +132,34 @@ def exit_code(report: dict[str, Any]) -> int:
     return evaluate(report).gate_exit_code
 
 
-def first_fixed_zoo(out_dir: Path) -> str | None:
-    """The first fixed zoo release according to a scan in ``out_dir`` (``scan.json``), if any."""
+def fixed_since_zoo(out_dir: Path) -> tuple[str | None, str | None]:
+    """``(fixed_since, confirmed_by)`` of a scan in ``out_dir`` (``scan.json``): the first fixed zoo release
+    after the last vulnerable one, and whether the runtime detector confirmed it; ``(None, None)`` if none."""
     path = out_dir / "scan.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return None, None
     timeline = data.get("timeline") if isinstance(data, dict) else None
-    value = timeline.get("first_fixed") if isinstance(timeline, dict) else None
-    return value if isinstance(value, str) else None
+    value = timeline.get("fixed_since") if isinstance(timeline, dict) else None
+    if not isinstance(value, str):
+        return None, None
+    how = timeline.get("fixed_since_confirmed_by")
+    return value, how if isinstance(how, str) else "static-only"
 
 
-def recommendation(cell: dict[str, Any], first_fixed: str | None) -> str:
-    """One paragraph a maintainer can act on, for one classified cell."""
+def recommendation(cell: dict[str, Any], fixed_since: str | None, confirmed_by: str | None = None) -> str:
+    """One paragraph a maintainer can act on, for one classified cell.
+
+    ``fixed_since`` is the scan's first fixed zoo release after the last vulnerable one (never ``first_fixed``,
+    which a regression can follow); ``confirmed_by`` says whether the runtime detector confirmed it.
+    """
     c = cell["classification"]
     zoo_v = cell["builds"]["zoo"].get("installed_version") or cell["builds"]["zoo"].get("version")
     uns_v = cell["builds"]["unsloth"].get("installed_version") or cell["builds"]["unsloth"].get("version")
-    fixed = (f"unsloth_zoo>={first_fixed} (the first release that carries the fix, per the scan)"
-             if first_fixed else "a zoo release that carries the fix (`nox -s scan` lists them)")
+    how = "confirmed by running the kernel" if confirmed_by == "runtime" else "static reading"
+    fixed = (f"unsloth_zoo>={fixed_since} (no vulnerable release from it on, per the scan; {how})"
+             if fixed_since else "a zoo release that carries the fix (`nox -s scan` lists them)")
     guard = c["guard"]
     if guard == "missing":
         return (f"EXPOSED: unsloth_zoo {zoo_v} turns an all-masked microbatch into a NaN loss and unsloth {uns_v} "

@@ -1,5 +1,8 @@
 """The documented JSON schemas of the cell result and the report, and their validation.
 
+Each check folder may carry ``schema.json``: the shape of its steps' results,
+by step name; ``validate_cell`` applies it to that check's section.
+
 ``validate_report`` needs the optional ``jsonschema`` package (a test
 dependency); the harness itself does not validate on the hot path.
 """
@@ -30,4 +33,16 @@ def validate_report(report: dict[str, Any]) -> None:
 
 
 def validate_cell(cell: dict[str, Any]) -> None:
+    """The cell schema, then each check's step results against that check's own fragment."""
+    import jsonschema
+
+    from probes import checks
+
     _validator(CELL_SCHEMA_FILE).validate(cell)
+    folders = {checks.info(n).id: Path(checks.__file__).parent / n for n in checks.REGISTRY}
+    for check_id, section in (cell.get("checks") or {}).items():
+        fragment_file = folders[check_id] / "schema.json"
+        fragment = json.loads(fragment_file.read_text(encoding="utf-8")) if fragment_file.is_file() else {}
+        for step in section["steps"]:
+            if step["status"] == "ok" and step["name"] in fragment:
+                jsonschema.Draft202012Validator(fragment[step["name"]]).validate(step["result"])

@@ -1,8 +1,9 @@
 """Shared fixtures. Unit tests are protected from accidental env builds and network.
 
-Every test not marked ``integration`` runs with ``matrix.tools.uv_bin`` and
-``urllib.request.urlopen`` replaced by functions that fail the test, the way
-cibuildwheel's ``mock_protection`` keeps unit tests from starting builds.
+Every test not marked ``integration`` runs with ``matrix.tools.uv_bin``,
+``urllib.request.urlopen`` and ``httpx.HTTPTransport.handle_request`` replaced
+by functions that fail the test, the way cibuildwheel's ``mock_protection``
+keeps unit tests from starting builds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def _protect(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     tools.uv_bin.cache_clear()
     monkeypatch.setattr(tools, "uv_bin", no_uv)
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    # The index client speaks httpx: its real transport is off too (httpx.MockTransport stays usable).
+    import httpx
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", no_network)
 
 
 def load_fixture(name: str) -> dict[str, Any]:

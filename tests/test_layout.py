@@ -118,7 +118,7 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 
 def allowed(src: str, dst: str) -> bool:
     """The one-way data flow: may module ``src`` import module ``dst``?"""
-    top_s, top_d = src.split(".")[0], dst.split(".")[0]
+    top_s, top_d = src.split(".", maxsplit=1)[0], dst.split(".", maxsplit=1)[0]
     if top_s == top_d:
         if top_s != "probes":
             return True
@@ -195,7 +195,7 @@ def test_verdict_and_check_info_modules_are_stdlib_only() -> None:
                 bad[str(path.relative_to(ROOT))] = ["missing"]
                 continue
             name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-            tops = {i for i in _imports(path, name, f == "__init__.py")}
+            tops = set(_imports(path, name, f == "__init__.py"))
             foreign = sorted(i for i in tops if i.split(".")[0] not in STDLIB and i not in ours
                              and not i.startswith("probes.checks.vocabulary.") and i != "probes.checks.CheckInfo")
             if foreign:

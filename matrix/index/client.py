@@ -65,7 +65,7 @@ class IndexClient:
         name = canonicalize_name(project)
         where = redact(self.url)
         try:
-            status, body = self.http.get_bytes(self.page_url(name), {"Accept": ACCEPT})
+            _status, body = self.http.get_bytes(self.page_url(name), {"Accept": ACCEPT})
             data = json.loads(body)
         except HTTPFetchError as exc:
             if exc.status == 404:

@@ -5,7 +5,8 @@ members while downloading only the end of the file (the central directory)
 and the blocks those members live in; ``zipfile`` does the zip and zip64
 parsing and checks each member's CRC32. Reads are served from aligned blocks
 kept for the life of the object, so the small header-then-data reads that
-``zipfile`` makes cost one request per block, not one per call.
+``zipfile`` makes cost one request per block, not one per call; ``prefetch``
+loads the members about to be read in a few coalesced requests.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable
 
 BLOCK = 256 * 1024
 TAIL = 64 * 1024
+# Wanted members closer than this are fetched in one request (fewer round trips beat fewer bytes here).
+COALESCE_GAP = 256 * 1024
 
 
 class RangeNotSupportedError(Exception):
@@ -69,6 +72,17 @@ class RangeFile(io.RawIOBase):
             self.fetched += len(data)
             for i, b in enumerate(run):
                 self._blocks[b] = data[i * self._block:(i + 1) * self._block]
+
+    def prefetch(self, spans: list[tuple[int, int]], gap: int = COALESCE_GAP) -> None:
+        """Load ``[start, end)`` spans ahead of reading, merging those closer than ``gap`` into one request."""
+        merged: list[list[int]] = []
+        for start, end in sorted(spans):
+            if merged and start - merged[-1][1] <= gap:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in merged:
+            self._load(start, min(end, self._size))
 
     def read(self, size: int = -1) -> bytes:
         end = self._size if size is None or size < 0 else min(self._size, self._pos + size)

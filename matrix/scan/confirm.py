@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from matrix.scan.policy import boundaries, considered
+from matrix.scan.zoo import TARGET
 from matrix.settings import REPO_ROOT
 from matrix.tools import redact_text, run_tool, uv_bin
 
 PYTHON = "3.11"
 INSTALL_TIMEOUT_S = 1200
 RUN_TIMEOUT_S = 600
-RUNTIME_CODE = ("import json,sys; from probes.checks.fused_ce_masked_nan import runtime; "
+RUNTIME_CODE = (f"import json,sys; from {TARGET.package} import runtime; "
                 "print(json.dumps(runtime.run('cpu')))")
 # The probes need no network: keep the libraries under test off it (hubs, telemetry).
 RUN_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -62,7 +63,7 @@ class RuntimeVerdict:
 
 def pick(zoo: list[dict[str, Any]], include_yanked: bool, max_unknown: int) -> list[tuple[str, str]]:
     """``(version, why)`` of the releases to confirm, ascending."""
-    picks = {v: "boundary" for v in boundaries(zoo, include_yanked)}
+    picks = dict.fromkeys(boundaries(zoo, include_yanked), "boundary")
     unknown = [z["version"] for z in considered(zoo, include_yanked) if z["verdict"] == "unknown"]
     for v in list(reversed(unknown))[:max(0, max_unknown)]:
         picks.setdefault(v, "static verdict unknown")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import tarfile
 import tempfile
@@ -54,6 +55,18 @@ def is_metadata(name: str, sdist: bool) -> bool:
     return name.endswith(".dist-info/METADATA") and name.count("/") == 1
 
 
+def _spans(zf: zipfile.ZipFile, chosen: list[zipfile.ZipInfo]) -> list[tuple[int, int]]:
+    """Byte spans of ``chosen`` members: from a local header to the next member (or the central directory)."""
+    starts = sorted({i.header_offset for i in zf.infolist()} | {zf.start_dir})
+    following = dict(itertools.pairwise(starts))
+    return [(i.header_offset, following.get(i.header_offset, zf.start_dir)) for i in chosen]
+
+
+def _closed(want: Want, members: dict[str, str]) -> dict[str, str]:
+    """``members`` narrowed by the want's closure, when it has one (for archives read whole)."""
+    return want.closure(list(members), members.__getitem__) if want.closure is not None else members
+
+
 class Fetcher:
     """Reads the wanted members of index files into the cache. Thread-safe; one instance per run.
 
@@ -90,8 +103,6 @@ class Fetcher:
                 ex = Extract(ex.filename, ex.sha256, ex.integrity, ex.members, ex.scanned, self._pep658(f))
         except HTTPFetchError as exc:
             raise FetchError(str(exc)) from exc
-        if want.prune is not None:
-            ex = Extract(ex.filename, ex.sha256, ex.integrity, want.prune(ex.members), ex.scanned, ex.metadata)
         self.count("fetched")
         if f.sha256:
             write_atomic(extract_path(self.cache, f.sha256), json.dumps(ex.to_dict()))
@@ -152,8 +163,17 @@ class Fetcher:
                         integrity = "crc32 (no RECORD in the wheel)"
                     else:
                         hashes = record_hashes(zf.read(record).decode("utf-8", errors="replace"))
-                for info in infos:
-                    name = strip_sdist_root(info.filename) if sdist else info.filename
+                named = [(i, strip_sdist_root(i.filename) if sdist else i.filename) for i in infos]
+                if want.closure is not None and not check_record and not want.metadata:
+                    # Read only what the closure follows (zipfile decompresses member by member).
+                    by_name = {n: i for i, n in named if want.name(n)}
+                    members = want.closure(list(by_name), lambda n: zf.read(by_name[n]).decode(
+                        "utf-8", errors="replace"))
+                    return Extract(f.filename, f.sha256, integrity, members, len(by_name), None)
+                chosen = [(i, n) for i, n in named if want.name(n) or (want.metadata and is_metadata(n, sdist))]
+                if isinstance(fh, RangeFile):
+                    fh.prefetch(_spans(zf, [i for i, _ in chosen]))
+                for info, name in chosen:
                     meta = want.metadata and metadata is None and is_metadata(name, sdist)
                     if not meta and not want.name(name):
                         continue
@@ -170,7 +190,7 @@ class Fetcher:
                         members[name] = text
         except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as exc:
             raise FetchError(f"{f.filename}: cannot read the zip ({exc})") from exc
-        return Extract(f.filename, f.sha256, integrity, members, scanned, metadata)
+        return Extract(f.filename, f.sha256, integrity, _closed(want, members), scanned, metadata)
 
     def _from_tar(self, f: DistFile, fh: IO[bytes], want: Want, integrity: str) -> Extract:
         members: dict[str, str] = {}
@@ -197,4 +217,4 @@ class Fetcher:
                         members[name] = text
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise FetchError(f"{f.filename}: cannot read the sdist ({exc})") from exc
-        return Extract(f.filename, f.sha256, integrity, members, scanned, metadata)
+        return Extract(f.filename, f.sha256, integrity, _closed(want, members), scanned, metadata)

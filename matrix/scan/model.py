@@ -1,7 +1,7 @@
 """The scan's vocabulary: its errors, the members it reads out of a file, and what an extract holds.
 
 ``Want`` says which archive members a project's analysis needs (decided by
-name before reading, by text after, and pruned once all are read);
+name before reading, by text after, or by a closure that reads as it goes);
 ``Extract`` is what was read and verified, cached per file sha256.
 """
 
@@ -24,12 +24,6 @@ class ScanError(SkewmatrixError):
     """The scan cannot run (bad option, index unreachable with nothing cached)."""
 
 
-class ScanInconsistentError(SkewmatrixError):
-    """The static and runtime detectors disagree on some release (``--confirm``): loud, exit 1."""
-
-    return_code = 1
-
-
 class FetchError(Exception):
     """One file could not be fetched or verified; becomes an ``unknown`` verdict with this reason."""
 
@@ -41,7 +35,8 @@ class Want:
     name: Callable[[str], bool]  # read this member? (by name, before reading)
     keep: Callable[[str, str], bool] = lambda name, text: True  # keep it? (by name and text)
     metadata: bool = False  # also the core metadata (METADATA / PKG-INFO / PEP 658)
-    prune: Callable[[dict[str, str]], dict[str, str]] | None = None  # once all are read: what to store
+    # What to store, from the candidate names and a reader: lets a zip be read member by member.
+    closure: Callable[[list[str], Callable[[str], str]], dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)

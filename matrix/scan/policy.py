@@ -12,6 +12,7 @@ the gate, ``pinned`` and every report.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,7 @@ def timeline(zoo: list[dict[str, Any]], include_yanked: bool) -> dict[str, Any]:
         if z["verdict"] == "fixed":
             first_fixed = first_fixed or z["version"]
             last_fixed = z["version"]
-        elif z["verdict"] in UNSAFE and last_fixed is not None:
+        elif z["verdict"] == "vulnerable" and last_fixed is not None:
             regressions.append({"version": z["version"], "after_fixed": last_fixed})
             last_fixed = None
     unsafe = [i for i, z in enumerate(rows) if z["verdict"] in UNSAFE]
@@ -77,7 +78,7 @@ def boundaries(zoo: list[dict[str, Any]], include_yanked: bool) -> list[str]:
     """Both sides of every change between vulnerable and fixed (ignoring absent/unknown in between), ascending."""
     rows = [z for z in considered(zoo, include_yanked) if z["verdict"] in ("vulnerable", "fixed")]
     out: list[str] = []
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         if a["verdict"] != b["verdict"]:
             out += [v for v in (a["version"], b["version"]) if v not in out]
     return out

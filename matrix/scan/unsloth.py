@@ -3,8 +3,8 @@
 Both come from static reading of the published file: the ``Requires-Dist``
 lines on ``unsloth_zoo`` in the core metadata (the range a plain install
 admits, and per extra), and the ``unsloth/*.py`` modules: our backport's
-marker and guard module, or heuristically any code that replaces
-``UnslothFusedLoss.forward`` (an AST walk over the modules that name it).
+marker and guard module, or heuristically any code that replaces the scanned
+kernel class's ``forward`` (an AST walk over the modules that name the class).
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from matrix.scan.model import ZOO, Extract, Want
+from matrix.scan.zoo import TARGET
 
 GUARD_MEMBER = "unsloth/fused_ce_guard.py"
 INIT_MEMBER = "unsloth/__init__.py"
 MARKER_NAME = "SKEWMATRIX_BACKPORT.json"
-CLASS_NAME = "UnslothFusedLoss"
+CLASS_NAME = TARGET.class_name
 
 
 def unsloth_want() -> Want:
@@ -54,10 +55,10 @@ FORWARD_TEXT = re.compile(rf"\b{CLASS_NAME}\s*\.\s*forward\s*=(?!=)|setattr\(\s*
 
 
 def guard_in_source(text: str, name: str) -> tuple[str, str]:
-    """``(state, evidence)`` for one module: does it replace ``UnslothFusedLoss.forward``?
+    """``(state, evidence)`` for one module: does it replace ``forward`` of the kernel class (``CLASS_NAME``)?
 
-    ``present``: an assignment or ``setattr`` of ``forward`` on a name ``UnslothFusedLoss`` or an alias bound
-    from an expression that names it (``X = mod.UnslothFusedLoss``, ``X = getattr(mod, "UnslothFusedLoss")``),
+    ``present``: an assignment or ``setattr`` of ``forward`` on the class name or an alias bound from an
+    expression that names it (``X = mod.<class>``, ``X = getattr(mod, "<class>")``),
     or generated code in a string doing the same. ``unknown``: the module names the class in code and writes a
     ``forward`` attribute on something we cannot resolve. ``absent``: neither.
     """

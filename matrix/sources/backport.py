@@ -56,8 +56,8 @@ def download_wheel(package: str, version: str, dest: Path, index: IndexClient | 
             href = next(x["url"] for x in page["files"] if x["filename"] == f.filename)
             href = urllib.parse.urljoin(url, href)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.part")  # parallel cells share the cache
-            with urllib.request.urlopen(href, timeout=120) as resp, tmp.open("wb") as fh:
-                fh.write(resp.read())
+            with tmp.open("wb") as fh:  # the index's keep-alive client: retries, and credentials where they belong
+                index.http.download(href, fh)
             tmp.replace(target)
         if f.sha256 and sha256_file(target) != f.sha256:
             raise BuildError(f"{package} {version}: downloaded {f.filename} does not match the index's sha256")

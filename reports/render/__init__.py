@@ -14,6 +14,7 @@ from reports.render.html import HtmlRenderer
 from reports.render.json import JsonRenderer
 from reports.render.junit import JunitRenderer
 from reports.render.markdown import MarkdownRenderer
+from reports.render.summary import SummaryRenderer
 from reports.render.terminal import TerminalRenderer
 
 RENDERERS: dict[str, Renderer] = {
@@ -21,6 +22,7 @@ RENDERERS: dict[str, Renderer] = {
     "html": HtmlRenderer(),
     "junit": JunitRenderer(),
     "markdown": MarkdownRenderer(),
+    "summary": SummaryRenderer(),
     "terminal": TerminalRenderer(),
 }
 

@@ -17,7 +17,7 @@ from reports.render.base import Renderer, fmt_seconds, short_digest
 from reports.render.view import (
     TRAIN_HEADERS,
     admissible_text,
-    cell_at,
+    grid_index,
     plural,
     report_checks,
     residual_names,
@@ -133,10 +133,11 @@ class MarkdownRenderer(Renderer):
                  if isinstance((e.get("builds") or {}).get("unsloth"), dict)}
         out = ["| unsloth \\ zoo | " + " | ".join(_esc(f"{z} ({zdesc.get(z, '-')})") for z in zoos) + " |",
                "|---|" + "---|" * len(zoos)]
+        at = grid_index(report)
         for u in rows:
             row = [_esc(f"{u} ({udesc.get(u, '-')})")]
             for z in zoos:
-                e = cell_at(report, u, z)
+                e = at.get((u, z))
                 row.append(cell_label(report, e) if e else "—")
             out.append("| " + " | ".join(row) + " |")
         return out

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from reports.advice import advice, fixed_since
 from reports.render.base import Renderer
 from reports.render.view import (
-    cell_at,
+    grid_index,
     plural,
     report_checks,
     residual_names,
@@ -61,9 +61,10 @@ class TerminalRenderer(Renderer):
         zoos, rows = list(grid.get("zoo") or []), list(grid.get("unsloth") or [])
         # (unsloth, zoo) -> one (guard state, text) per check
         lines: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        at = grid_index(report)
         for u in rows:
             for z in zoos:
-                e = cell_at(report, u, z)
+                e = at.get((u, z))
                 if e is None:
                     lines[u, z] = [("", "-")]
                     continue

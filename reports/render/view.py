@@ -50,12 +50,14 @@ def short_labels(check_list: list[dict[str, Any]]) -> dict[str, str]:
     return {cid: (cid if lab in clash else lab) for cid, lab in first.items()}
 
 
-def cell_at(report: dict[str, Any], unsloth: str, zoo: str) -> dict[str, Any] | None:
+def grid_index(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(unsloth build, zoo build) -> the report's cell there (the first one, should two claim the same pair)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for e in _list(report.get("cells")):
         builds = _dict(_dict(e).get("builds"))
-        if _dict(builds.get("unsloth")).get("name") == unsloth and _dict(builds.get("zoo")).get("name") == zoo:
-            return e  # type: ignore[no-any-return]
-    return None
+        key = (str(_dict(builds.get("unsloth")).get("name")), str(_dict(builds.get("zoo")).get("name")))
+        out.setdefault(key, e)
+    return out
 
 
 def verdict_of(entry: dict[str, Any], check_id: str) -> dict[str, Any]:
@@ -133,15 +135,28 @@ class Evidence:
         return self.outcome in ("failure", "error")
 
 
-def _summary(r: dict[str, Any]) -> str:
-    """A generic one-paragraph summary of a step's result (no knowledge of any check's keys beyond verdict)."""
+def step_summary(r: dict[str, Any], limit: int = RESULT_JSON_CHARS) -> str:
+    """A generic one-paragraph summary of a step's result: its verdict, its behaviour counts, or its JSON.
+
+    Knows only the keys every check's steps share (``verdict``/``reason``, a
+    behaviour suite's ``tests``/``extra``), never a check's own.
+    """
     if r.get("verdict"):
         return f"verdict {r['verdict']}: {r.get('reason') or ''}".strip()
+    if isinstance(r.get("tests"), list):
+        outcomes = [t.get("outcome") for key in ("tests", "extra") for t in _list(r.get(key)) if isinstance(t, dict)]
+        return (f"{plural(len(_list(r.get('tests'))), 'test')}, {plural(len(_list(r.get('extra'))), 'extra')}: "
+                f"{outcomes.count('pass')} pass, {outcomes.count('fail')} fail, {outcomes.count('n/a')} n/a")
     text = json.dumps(r, sort_keys=True, default=str)
-    return text if len(text) <= RESULT_JSON_CHARS else text[:RESULT_JSON_CHARS] + " […]"
+    return text if len(text) <= limit else text[:limit] + " […]"
+
+
+def _said(label: str, reason: str) -> str:
+    return f"{label}: {reason}" if reason else label
 
 
 def _train_evidence(entry: dict[str, Any], check_id: str, s: dict[str, Any] | None) -> Evidence:
+    """The training run as one testcase: a NaN logged or stored is a failure, a step that died an error."""
     t = training_of(entry, check_id)
     seconds = (s or {}).get("seconds")
     if s is not None and s.get("status") in STEP_ERRORS:
@@ -150,21 +165,18 @@ def _train_evidence(entry: dict[str, Any], check_id: str, s: dict[str, Any] | No
     if s is not None and s.get("status") == "skipped":
         return Evidence("step", "train", "skipped", str(s.get("reason") or "not run"), seconds=seconds)
     outcome = t.get("outcome")
-    label, reason = training_label(t), str(t.get("reason") or "")
-    runs = "\n".join(f"run {r.get('name')} (gradient accumulation {r.get('gradient_accumulation_steps')}): "
-                     f"{r.get('outcome')}" + (f" from step {r['first_nan_step']}"
-                                              if r.get("first_nan_step") is not None else "")
-                     for r in _list(result_of(s).get("runs")) if isinstance(r, dict))
+    said = _said(training_label(t), str(t.get("reason") or ""))
+    runs = "\n".join(run_title(r) for r in _list(result_of(s).get("runs")) if isinstance(r, dict))
+    story = "\n".join(x for x in (said, runs) if x)
     if outcome in NAN_TRAINING:
-        return Evidence("step", "train", "failure", f"{label}: {reason}".rstrip(": "),
-                        f"{label}\n{reason}\n{runs}".strip(), seconds=seconds)
+        return Evidence("step", "train", "failure", said, story, seconds=seconds)
     if outcome == "error":
-        return Evidence("step", "train", "error", f"error: {reason}", runs, seconds=seconds)
+        return Evidence("step", "train", "error", said, story, seconds=seconds)
     if outcome == "clean":
-        return Evidence("step", "train", "pass", out=f"{label}: {reason}\n{runs}".strip(": \n"), seconds=seconds)
-    why = reason or ("the training run was not run" if s is None else "no training outcome recorded")
-    return Evidence("step", "train", "skipped", f"n/a: {why}" if not why.startswith("n/a") else why,
-                    seconds=seconds)
+        return Evidence("step", "train", "pass", out=story, seconds=seconds)
+    why = str(t.get("reason") or "") or ("this check has no training run" if s is None
+                                         else "no training outcome recorded")
+    return Evidence("step", "train", "skipped", why if why.startswith("n/a") else f"n/a: {why}", seconds=seconds)
 
 
 def evidence_of(entry: dict[str, Any], check_id: str) -> list[Evidence]:
@@ -194,7 +206,7 @@ def evidence_of(entry: dict[str, Any], check_id: str) -> list[Evidence]:
             continue
         status = s.get("status")
         if status == "ok":
-            out.append(Evidence("step", name, "pass", out=_summary(result_of(s)), seconds=s.get("seconds")))
+            out.append(Evidence("step", name, "pass", out=step_summary(result_of(s)), seconds=s.get("seconds")))
         elif status == "skipped":
             out.append(Evidence("step", name, "skipped", str(s.get("reason") or "not run"), seconds=s.get("seconds")))
         else:
@@ -248,6 +260,10 @@ def residual_names(entry: dict[str, Any], check_id: str) -> str:
 def verdict_line(entry: dict[str, Any], check_id: str, label: str, *, mark: Any = None) -> str:
     """One check in one cell: ``label: zoo / guard 14/14 (+1 n/a) · train clean``.
 
+    Suffixes: ``passes, N residual failures`` when the check passes the gate
+    with failing evidence; ``expected`` when it fails in the state the matrix
+    declares; ``expected <state>`` when the matrix declares another state.
+
     ``mark`` (optional) wraps the guard state, e.g. in bold for Markdown; it is
     called with the state text and whether the check fails the gate.
     """
@@ -263,6 +279,11 @@ def verdict_line(entry: dict[str, Any], check_id: str, label: str, *, mark: Any 
     note = residual_note(entry, check_id)
     if note:
         text += f" · {note}"
+    expected = _dict(entry.get("expect")).get(check_id)
+    if expected is not None and v.get("gate_fail") and expected == guard:
+        text += " · expected"  # pytest's xfail: the matrix declares this failing state
+    elif expected is not None and expected != guard:
+        text += f" · expected {expected}"
     return text
 
 
@@ -311,6 +332,8 @@ def number(x: Any) -> str:
         return str(x).lower()
     if isinstance(x, float):
         return f"{x:.4g}"
+    if isinstance(x, list):  # one value per micro-batch of a step
+        return ", ".join(number(v) for v in x) or "-"
     return str(x)
 
 

@@ -1,6 +1,7 @@
 """report.html in a real headless Chromium: the grid, a drill-down, and a screenshot.
 
-The report is rendered from hand-made cells (no env builds). Chromium is
+The report is rendered from hand-made cells of two made-up checks (``tests/reports/cells.py``,
+report schema ``skewmatrix.report/2``; no env builds). Chromium is
 Debian's ``chromium`` (``.ci/run`` installs it when missing); it runs with no
 network, a throwaway profile, and loads the file over ``file://``. The
 drill-down is driven by the page's own fragment handler (``#open=<cell id>``),
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from reports.render import write_all
+from tests.reports.cells import CPU, LOSS
 from tests.reports.cells_behavior import four_cell_report
 from tests.reports.test_html import Node, parse
 
@@ -71,21 +73,33 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_grid_and_drill_down_in_the_dom(chromium: str, report_html: Path, tmp_path: Path) -> None:
-    # without a fragment: failing cells open, passing ones closed
+    # without a fragment: failing cells open, passing ones closed; one line per check in every grid cell
     dom = dump_dom(chromium, tmp_path, report_html.as_uri())
     grid = dom.find("table", id="grid")
-    states = {td.attrs["data-cell"]: td.attrs["data-guard"] for td in grid.find_all("td") if "data-cell" in td.attrs}
-    assert states == {"u1__z1": "missing", "u1__z2": "not-needed", "u2__z1": "error", "u3__z2": "activates"}
-    assert "fail" in grid.find("td", data_cell="u1__z1").classes()
+    tds = {td.attrs["data-cell"]: td for td in grid.find_all("td") if "data-cell" in td.attrs}
+    states = {cid: [(n.attrs["data-check"], n.attrs["data-guard"]) for n in td.find_all("span") if "gl" in n.classes()]
+              for cid, td in tds.items()}
+    assert states == {
+        "u1__z1": [(LOSS["id"], "missing"), (CPU["id"], "not-needed")],
+        "u1__z2": [(LOSS["id"], "not-needed"), (CPU["id"], "not-needed")],
+        "u2__z1": [(LOSS["id"], "error"), (CPU["id"], "error")],
+        "u3__z2": [(LOSS["id"], "activates"), (CPU["id"], "not-needed")],
+    }
+    assert {cid: td.attrs["data-gate"] for cid, td in tds.items()} == {
+        "u1__z1": "fail", "u1__z2": "pass", "u2__z1": "fail", "u3__z2": "pass"}
+    assert "train nan-logged from step 4" in tds["u1__z1"].all_text()
     assert "open" in dom.find("details", id="cell-u1__z1").attrs
     assert "open" not in dom.find("details", id="cell-u1__z2").attrs
+    # the plain words of the failing check are on top
+    assert "only an explicit pin or a lockfile reaches this pairing" in dom.find("ul", id="failing").all_text()
 
     # the fragment opens a passing cell: the page's script ran in the browser
     dom = dump_dom(chromium, tmp_path, report_html.as_uri() + "#open=u1__z2")
     opened = dom.find("details", id="cell-u1__z2")
     assert "open" in opened.attrs and "focus" in opened.classes()
     assert dom.find("body").attrs.get("data-opened") == "u1__z2"
-    assert "zoo fixed" in opened.all_text() and "02-after" in opened.all_text()
+    text = opened.all_text()
+    assert "zoo fixed" in text and "02-after" in text and "run ga1 (gradient accumulation 1): clean" in text
 
     # the grid's own link form works the same way
     dom = dump_dom(chromium, tmp_path, report_html.as_uri() + "#cell-u3__z2")
@@ -97,8 +111,9 @@ def test_grid_and_drill_down_in_the_dom(chromium: str, report_html: Path, tmp_pa
     ("report-screenshot.png", "", (1366, 768)),
     # the whole page with a passing cell drilled into. Headless Chromium's --screenshot paints a blank
     # page once the document has scrolled (as opening a fragment does), so the window is made taller
-    # than the page instead; the size check below catches a page that outgrows it.
-    ("report-drilldown.png", "#open=u1__z2", (1366, 4500)),
+    # than the page (about 7,450 px with two checks per cell, measured) instead; the size check below
+    # catches a page that outgrows it.
+    ("report-drilldown.png", "#open=u1__z2", (1366, 9000)),
 ])
 def test_screenshots(chromium: str, report_html: Path, tmp_path: Path, name: str, fragment: str,
                      size: tuple[int, int]) -> None:

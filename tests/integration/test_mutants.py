@@ -19,7 +19,10 @@ GUARD = ROOT / "matrix" / "backports" / "unsloth-guard"
 EXPECT = {
     "no_cache_clear": ("z-vuln", {"11-idempotent", "12-uninstall"}),
     "changed_signature": ("z-vuln", {"11-idempotent"}),
+    # Short-circuits whatever n_items says: a NaN count (all-masked) must stay NaN.
     "n_items_too": ("z-vuln", {"04-dense-n-items"}),
+    # The guard before issue 11: n_items None only; the trainer's 0 still gives NaN.
+    "none_only": ("z-vuln", {"14-n-items-zero", "04-dense-n-items"}),
     "mask_ignored": ("z-vuln", {"07-mask"}),
     "no_restore": ("z-vuln", {"12-uninstall"}),
     "shift_ignored": ("z-vuln", {"10-shift-empties"}),
@@ -88,3 +91,20 @@ def test_mutant_is_caught(mutant_report: dict, name: str) -> None:
     # the mutant really is our guard plus one diff: the backport marker says which
     marker = next(d for d in cell["installed"] if d["name"] == "unsloth")["backport"]
     assert marker["backport"] == f"mut-{name}" or marker["backport"].endswith(f"mut-{name}")
+
+
+def test_mutation_session_scores_a_sample(tmp_path: Path) -> None:
+    """`nox -s mutation -- --sample N`: a real cell env (vulnerable zoo), one import, a scored sample.
+
+    Expected from reasoning, not from a run: the bar holds on any sample, because every generated
+    mutant of the guard is killed or listed in matrix/mutation_equivalents.toml with an argument
+    (one slack for a mutant whose fate depends on the host's speed, such as a probe that compiles).
+    """
+    out = tmp_path / "out"
+    proc = run_nox(tmp_path / "envs", "-s", "mutation", "--", "--sample", "12", "--out", str(out), out=out)
+    assert proc.returncode == 0, explain(proc)
+    result = json.loads((out / "mutation.json").read_text())
+    assert result["passed"] is True
+    assert result["score"]["ran"] == 12
+    assert result["score"]["killed"] + result["score"]["equivalent"] >= 11
+    assert (out / "mutation.md").read_text().startswith("# Mutation score")

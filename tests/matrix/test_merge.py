@@ -9,7 +9,7 @@ import pytest
 
 from matrix import pipeline
 from matrix.cell import write_json_atomic
-from reports.model import ResultFileError
+from matrix.collect import ResultFileError
 from tests.matrices import GOOD as MATRIX
 from tests.reports.cells import make_cell
 
@@ -87,7 +87,8 @@ def test_single_directory_shows_missing_cells_as_errors(matrix_env: Path) -> Non
     put(out, cells()[0])
     rep = pipeline.report(out=out, log=lambda _: None)
     missing = next(c for c in rep["cells"] if c["cell_id"] == "u1__z2")
-    assert missing["classification"]["guard"] == "error" and missing["error"]["kind"] == "missing"
+    assert missing["error"]["kind"] == "missing" and missing["verdicts"]
+    assert {v["guard"] for v in missing["verdicts"].values()} == {"error"}
 
 
 def test_shard_env_narrows_the_report(matrix_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,4 +107,5 @@ def test_step_summary_is_appended(matrix_env: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     pipeline.report(out=out, log=lambda _: None)
     text = summary.read_text()
-    assert text.startswith("earlier step\n# skewmatrix report")
+    # appended after the earlier step's summary, with a headline (the summary renderer's, capped at 1 MiB)
+    assert text.startswith("earlier step\n## ") and "skewmatrix" in text.splitlines()[1]

@@ -10,6 +10,7 @@ only assemble the report around them (grid, summary, gate) the way
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 REPORT_SCHEMA = "skewmatrix.report/2"
@@ -59,7 +60,8 @@ def behaviour_result(outcomes: dict[str, str], *, extra: dict[str, str] | None =
     }
 
 
-def train_step(n: int, labels: int, n_items: Any, raw: Any, logged: Any) -> dict[str, Any]:
+def train_step(n: int, labels: int, n_items: Any, raw: list[Any], logged: Any) -> dict[str, Any]:
+    """One optimizer step; ``raw`` holds the raw loss of each micro-batch, as the probe records it."""
     return {"step": n, "labels_left": labels, "num_items_in_batch": n_items, "raw_loss": raw, "logged_loss": logged,
             "grad_norm": 0.5 if labels else 0.0, "nonfinite_params": 0, "kernels": {"toy_fused": 1}}
 
@@ -67,8 +69,8 @@ def train_step(n: int, labels: int, n_items: Any, raw: Any, logged: Any) -> dict
 def train_result(outcome: str, first_nan_step: int | None = None) -> dict[str, Any]:
     """A GA-1 run of four steps; step 4 is fully masked (0 labels left, n_items 0)."""
     nan = "nan" if outcome == "nan-logged" else 0.0
-    steps = [train_step(1, 7, 7, 5.5412, 5.5412), train_step(2, 6, 6, 5.53, 5.53), train_step(3, 5, 5, 5.28, 5.28),
-             train_step(4, 0, 0, nan, nan)]
+    steps = [train_step(1, 7, 7, [5.5412], 5.5412), train_step(2, 6, 6, [5.53], 5.53),
+             train_step(3, 5, 5, [5.28], 5.28), train_step(4, 0, 0, [nan], nan)]
     return {"ok": True, "outcome": outcome, "reason": f"training says {outcome}", "first_nan_step": first_nan_step,
             "route": "public entry", "trainer": "trl.SFTTrainer",
             "runs": [{"name": "ga1", "gradient_accumulation_steps": 1, "outcome": outcome,
@@ -92,13 +94,13 @@ def section(static: str, *steps: dict[str, Any]) -> dict[str, Any]:
 
 def verdict(zoo: str, guard: str, guard_reason: str, *, behavior: tuple[int, int, int, list[str], str] | None = None,
             training: dict[str, Any] | None = None, symptom: str = "", gate_fail: bool | None = None) -> dict[str, Any]:
-    """One check's verdict; ``behavior`` is (passed, failed, n/a, failing ids, label)."""
+    """One check's verdict; ``behavior`` is (passed, failed, n/a, failing ids, label); no ``training``: None,
+    as for a check without a training run."""
     p, f, na, failing, label = behavior or (0, 0, 0, [], "")
     return {"zoo": zoo, "zoo_reason": f"both detectors: {zoo}", "static": zoo, "runtime": zoo,
             "guard": guard, "guard_reason": guard_reason,
             "behavior": {"passed": p, "failed": f, "na": na, "failing": failing, "label": label},
-            "training": training or {"outcome": "n/a", "first_nan_step": None, "label": "n/a",
-                                     "reason": "no training run in this check"},
+            "training": training,
             "symptom": symptom, "gate_fail": guard in FAILING if gate_fail is None else gate_fail}
 
 
@@ -106,7 +108,7 @@ def training(outcome: str, label: str, reason: str, first: int | None = None) ->
     return {"outcome": outcome, "first_nan_step": first, "label": label, "reason": reason}
 
 
-def make_cell(cell_id: str, *, verdicts: dict[str, dict[str, Any]], checks: dict[str, dict[str, Any]] | None,
+def make_entry(cell_id: str, *, verdicts: dict[str, dict[str, Any]], checks: dict[str, dict[str, Any]] | None,
               admissible: bool | None = False, error: dict[str, Any] | None = None,
               expect: dict[str, str] | None = None) -> dict[str, Any]:
     u, z = cell_id.split("__")
@@ -121,7 +123,8 @@ def make_cell(cell_id: str, *, verdicts: dict[str, dict[str, Any]], checks: dict
             "zoo": {"name": z, "package": "unsloth-zoo", "source": "pypi", "describe": f"pypi {z}",
                     "version": z, "installed_version": z, "digest": "b" * 64, "details": {}},
         },
-        "options": {"python": "3.11", "device": "cpu", "compile": "auto", "cpu_mode": "allow-cpu"},
+        "options": {"python": "3.11", "device": "cpu", "compile": "auto", "cpu_mode": "allow-cpu", "timeout": 1800,
+                    "torch": ""},
         "steps": [{"name": "install", "seconds": 2.0, "ok": True}, {"name": "probes", "seconds": 37.0, "ok": True}],
         "admissible": {"value": admissible, "method": "uv pip compile (no overrides)",
                        "message": ("" if admissible else
@@ -134,11 +137,10 @@ def make_cell(cell_id: str, *, verdicts: dict[str, dict[str, Any]], checks: dict
         "error": error,
         "probes": None if error else {"schema": "skewmatrix.probes/2", "device": "cpu", "compile": "off",
                                       "cpu_mode": "allow-cpu", "python": "3.11"},
-        "verdicts": verdicts,
+        "checks": copy.deepcopy(checks),
+        "verdicts": copy.deepcopy(verdicts),  # the module's verdicts are shared; a test may edit its cell
         "gate_fail": any(v.get("gate_fail") for v in verdicts.values()),
     }
-    if checks is not None:
-        cell["checks"] = checks
     if expect is not None:
         cell["expect"] = expect
     return cell
@@ -154,12 +156,12 @@ def make_report(cells: list[dict[str, Any]], *, checks: list[dict[str, Any]] | N
         u, z = c["builds"]["unsloth"]["name"], c["builds"]["zoo"]["name"]
         rows += [u] if u not in rows else []
         cols += [z] if z not in cols else []
-    summary = {ch["id"]: {s: sum(c["verdicts"].get(ch["id"], {}).get("guard") == s for c in cells)
+    summary = {ch["id"]: {s: sum(c.get("verdicts", {}).get(ch["id"], {}).get("guard") == s for c in cells)
                           for s in GUARD_STATES} for ch in checks}
     report = {
         "schema": REPORT_SCHEMA, "generated": "2026-12-03T02:00:00+00:00", "matrix": matrix, "checks": checks,
         "grid": {"unsloth": rows, "zoo": cols}, "summary": summary,
-        "gate": {"failing_states": list(FAILING), "failed_cells": [c["cell_id"] for c in cells if c["gate_fail"]]},
+        "gate": {"failing_states": list(FAILING), "failed_cells": [c["cell_id"] for c in cells if c.get("gate_fail")]},
         "cells": cells,
     }
     if scan is not None:
@@ -184,7 +186,7 @@ CPU_MISSING = verdict("vulnerable", "missing", "no guard targets this kernel",
 
 def unreachable_cell() -> dict[str, Any]:
     """u1__z1: a plain install refuses the pair; toy-loss missing (training NaN from step 4), cpu-ops absent."""
-    return make_cell("u1__z1", admissible=False, verdicts={LOSS["id"]: LOSS_MISSING, CPU["id"]: CPU_ABSENT}, checks={
+    return make_entry("u1__z1", admissible=False, verdicts={LOSS["id"]: LOSS_MISSING, CPU["id"]: CPU_ABSENT}, checks={
         LOSS["id"]: section(
             "vulnerable",
             make_step("runtime", {"verdict": "vulnerable", "reason": "runtime says vulnerable"}, seconds=15.0),
@@ -200,7 +202,7 @@ def unreachable_cell() -> dict[str, Any]:
 
 def reachable_cell() -> dict[str, Any]:
     """u1__z2: a plain install admits the pair; toy-loss not-needed (training clean), cpu-ops missing."""
-    return make_cell("u1__z2", admissible=True, verdicts={LOSS["id"]: LOSS_NOT_NEEDED, CPU["id"]: CPU_MISSING},
+    return make_entry("u1__z2", admissible=True, verdicts={LOSS["id"]: LOSS_NOT_NEEDED, CPU["id"]: CPU_MISSING},
                      checks={
         LOSS["id"]: section(
             "fixed",
@@ -222,7 +224,7 @@ def two_cell_report(**kwargs: Any) -> dict[str, Any]:
 
 def residual_cell() -> dict[str, Any]:
     """u2__z2: toy-loss passes the gate (no-ops) while one extra probe fails: one residual failure."""
-    return make_cell("u2__z2", admissible=True, verdicts={
+    return make_entry("u2__z2", admissible=True, verdicts={
         LOSS["id"]: verdict("fixed", "no-ops", "a guard is present and left the forward untouched",
                             behavior=(2, 0, 0, [], "2/2"), training=training("clean", "clean", "every step finite")),
         CPU["id"]: CPU_ABSENT,
@@ -240,4 +242,36 @@ def error_cell() -> dict[str, Any]:
     """u2__z1: the build failed: no checks at all, every verdict is error."""
     err = {"kind": "build", "message": "uv pip install failed (exit 1)\nsecond line", "log_tail": "resolver failed"}
     v = verdict("unknown", "error", "build: uv pip install failed (exit 1)")
-    return make_cell("u2__z1", admissible=None, error=err, verdicts={LOSS["id"]: v, CPU["id"]: v}, checks=None)
+    return make_entry("u2__z1", admissible=None, error=err, verdicts={LOSS["id"]: v, CPU["id"]: v}, checks=None)
+
+
+# --- raw cells for the harness tests (merge, fuzzing) ---------------------------------------------------------
+
+
+def make_cell(cell_id: str = "u1__z1", *, static: str = "vulnerable", runtime: str = "vulnerable",
+              original: bool = True, finite: bool = False, behavior: dict[str, Any] | None = None,
+              error: dict[str, Any] | None = None, runtime_status: str = "ok",
+              guard_status: str = "ok") -> dict[str, Any]:
+    """A raw cell result (``skewmatrix.cell/2``, before classification) as the harness writes it.
+
+    The evidence is the first registered check's (its id comes from the registry): the static and
+    runtime detectors, the guard probe's forward identity and all-masked call, and optionally a behaviour
+    step. The other checks have no section, which the report classifies as an error of that check.
+    """
+    from probes import checks as registry
+
+    first = registry.infos()[0].id
+    steps = [
+        make_step("runtime", {"verdict": runtime, "reason": f"runtime says {runtime}"}, status=runtime_status,
+                  seconds=15.0, reason=None if runtime_status == "ok" else "runtime was killed by SIGABRT"),
+        make_step("guard", {"forward": {"original": original}, "all_masked_finite": finite,
+                            "routes": {"public": {"loss": 0.0 if finite else "nan", "loss_finite": finite}}},
+                  status=guard_status, seconds=22.0),
+    ]
+    if behavior is not None:
+        steps.append(make_step("behavior", behavior, seconds=30.0))
+    cell = make_entry(cell_id, verdicts={}, checks=None if error else {first: section(static, *steps)},
+                      admissible=False, error=error)
+    for key in ("verdicts", "gate_fail"):
+        del cell[key]
+    return cell

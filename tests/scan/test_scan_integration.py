@@ -47,6 +47,9 @@ def test_scan_runs_and_states_the_timeline(scanned) -> None:
     assert Version("2026.9.3") < first <= Version("2026.10.9")
     assert all(z["verdict"] == "vulnerable" for z in doc["zoo"] if Version(z["version"]) < first)
     assert doc["timeline"]["regressions"] == []
+    assert doc["timeline"]["fixed_since"] == doc["timeline"]["first_fixed"]  # no regression on the index today
+    assert all(z["confirmed_by"] == "static-only" for z in doc["zoo"])  # no --confirm here
+    assert "] unsloth_zoo 2026.9.3 → vulnerable (" in proc.stderr  # the [k/N] progress lines
 
 
 def test_scan_reads_unsloth_metadata(scanned) -> None:

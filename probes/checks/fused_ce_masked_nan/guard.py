@@ -7,8 +7,11 @@ lives in zoo's module file at the ``def`` the source has), and runs an
 all-masked batch through the public entry points (``public``:
 ``unsloth_zoo.loss_utils.unsloth_fused_ce_loss``; ``adapter``:
 ``forward_adapter.unsloth_fused_lm_head_loss``; and ``function``, the
-autograd Function itself), recording the loss, each gradient and which
-autograd node produced the loss.
+autograd Function itself), each with the probes' small ``target_gb`` and with
+zoo's default ``target_gb=None`` (on zoo 2026.10.9 the default routes to
+another autograd Function; on older zoo it asks CUDA for free memory, which a
+driverless host answers with an error: recorded as ``n/a`` with the reason),
+recording the loss, each gradient and which autograd node produced the loss.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import kernel
 from probes.common import dist_version, error_text
+
+from . import kernel
 
 
 def forward_identity(cls: Any, module: Any) -> dict[str, Any]:
@@ -51,6 +55,11 @@ def forward_identity(cls: Any, module: Any) -> dict[str, Any]:
     return info
 
 
+def _needs_a_device(error: str) -> bool:
+    low = error.lower()
+    return any(w in low for w in ("cuda", "nvidia", "driver", "mem_get_info", "no gpu", "accelerator"))
+
+
 def run(device: str, torch_compile: bool) -> dict[str, Any]:
     import torch
 
@@ -76,11 +85,20 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
     result["forward"] = forward_identity(cls, module)
     routes: dict[str, Any] = {}
     for route in kernel.ROUTES:
-        batch = kernel.make_batch("all_masked", device=device)
-        try:
-            routes[route] = kernel.outcome(kernel.call(batch, route, torch_compile=torch_compile), batch)
-        except Exception as exc:  # a route that fails is evidence, not a probe crash
-            routes[route] = {"error": error_text(exc, limit=3)}
+        for suffix, target_gb in (("", kernel.TARGET_GB), ("-default-target-gb", None)):
+            batch = kernel.make_batch("all_masked", device=device)
+            try:
+                loss = kernel.call(batch, route, torch_compile=torch_compile, target_gb=target_gb)
+                routes[route + suffix] = kernel.outcome(loss, batch)
+            except Exception as exc:  # a route that fails is evidence, not a probe crash
+                text = error_text(exc, limit=3)
+                entry: dict[str, Any] = {"error": text}
+                if isinstance(exc, ImportError):
+                    entry["n/a"] = f"this route does not exist in this zoo ({type(exc).__name__})"
+                elif target_gb is None and device == "cpu" and _needs_a_device(text):
+                    # zoo's default sizing asks the accelerator for free memory: this host cannot run the route
+                    entry["n/a"] = "zoo's default target_gb asks CUDA for free memory; no CUDA device here"
+                routes[route + suffix] = entry
     result["routes"] = routes
     public = routes.get("public", {})
     result["all_masked_finite"] = bool(public.get("loss_finite")) and bool(public.get("grads_finite"))

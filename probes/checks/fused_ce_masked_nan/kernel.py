@@ -4,7 +4,8 @@ Shared by the runtime detector, the guard probe and the behaviour suite so
 that every probe exercises the kernel the same way. Importing this module
 imports torch only; zoo is imported lazily by the functions that need it.
 
-Two routes reach ``UnslothFusedLoss``:
+Three routes reach ``UnslothFusedLoss`` (plus ``function_defaults``, the
+Function applied with its trailing arguments left to their defaults):
 
 * ``function``: ``apply_autograd_function(UnslothFusedLoss, ...)`` in
   ``unsloth_zoo.fused_losses.cross_entropy_loss`` -- the autograd Function
@@ -93,7 +94,7 @@ class Batch:
         return {k: v for k, v in named.items() if torch.is_tensor(v)}
 
 
-SHAPES = {"small": (BSZ, QLEN, HIDDEN, VOCAB), "odd": (3, 5, 12, 40)}
+SHAPES = {"small": (BSZ, QLEN, HIDDEN, VOCAB), "odd": (3, 5, 12, 40), "one_row": (1, QLEN, HIDDEN, VOCAB)}
 
 
 def make_batch(
@@ -191,6 +192,12 @@ def call(
                 extra_kwargs=batch.extra_kwargs(),
             ),
         )
+    if route == "function_defaults":
+        # The Function applied with its trailing arguments omitted (apply takes no keywords):
+        # zoo's defaults decide mask, n_items, scaling, shift_labels, target_gb, torch_compile, ...
+        m = ce_module()
+        return getattr(m, FUNCTION_NAME).apply(  # type: ignore[no-any-return]
+            m.compute_fused_ce_loss, batch.hidden, batch.weight, batch.bias, batch.labels)
     if route == "public":
         from unsloth_zoo.loss_utils import unsloth_fused_ce_loss
 

@@ -16,8 +16,9 @@ import sys
 import time
 from typing import Any
 
-from . import kernel
 from probes.common import dist_version
+
+from . import kernel
 
 
 def run(device: str) -> dict[str, Any]:

@@ -26,12 +26,18 @@ from probes.checks.vocabulary import (
 
 
 def _routes(g: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
-    """(all-masked finite on every route that ran, routes not finite, routes that could not run)."""
+    """(all-masked finite on every route that ran, routes not finite or failing, routes the host cannot run).
+
+    A route marked ``n/a`` (zoo lacks it, or it needs a device this host lacks) does not count; a route that
+    raised for any other reason counts as failing: a guard that crashes a caller protects nobody.
+    """
     routes = g.get("routes") or {}
     bad, skipped = [], []
     for name, r in routes.items():
-        if not isinstance(r, dict) or "error" in r or r.get("n/a"):
+        if not isinstance(r, dict) or r.get("n/a"):
             skipped.append(name)
+        elif "error" in r:
+            bad.append(f"{name} (raised {str(r['error']).splitlines()[0][:120]})")
         elif not (r.get("loss_finite") and r.get("grads_finite", True)):
             bad.append(f"{name} (loss {r.get('loss')})")
     ran = [n for n in routes if n not in skipped]

@@ -78,9 +78,16 @@ def test_nan_on_one_route_only_is_broken() -> None:
 
 def test_a_route_the_host_cannot_run_does_not_count() -> None:
     good = {"loss": 0.0, "loss_finite": True, "grads_finite": True}
-    routes = {"public": good, "public-default-target-gb": {"error": "RuntimeError: no CUDA"}}
+    routes = {"public": good, "public-default-target-gb": {"error": "RuntimeError: no CUDA", "n/a": "no CUDA"}}
     v = classify(fused(original=False, routes=routes, behavior=behaviour(ALL_PASS, True)))
     assert v.guard is GuardState.ACTIVATES
+
+
+def test_a_route_that_raises_counts_against_a_guard() -> None:
+    good = {"loss": 0.0, "loss_finite": True, "grads_finite": True}
+    routes = {"public": good, "adapter": {"error": "TypeError: forward() takes 3 positional arguments"}}
+    v = classify(fused(original=False, routes=routes, behavior=behaviour(ALL_PASS, True)))
+    assert v.guard is GuardState.BROKEN and "adapter (raised TypeError" in v.guard_reason
 
 
 def test_guard_module_that_patched_the_wrong_object_is_broken_not_missing() -> None:

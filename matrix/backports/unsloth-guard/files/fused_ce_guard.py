@@ -177,19 +177,19 @@ def _bind(names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs
 def _zero_divisor(n_items: Any) -> bool:
     """True when zoo would divide by zero for want of a count: ``n_items`` None or exactly 0.
 
-    0 counts as a Python number, a 0-d tensor or a one-element tensor (zoo
-    reads a one-element tensor as its value). Anything else, a multi-element
-    tensor included, is left to zoo. NaN is not 0, so a NaN count stays NaN.
+    Read the way zoo reads it (``torch.tensor`` of a non-tensor): a Python or
+    NumPy number, a 0-d tensor or a one-element tensor equal to 0. A
+    multi-element count is left to zoo, and so is NaN (not 0: it stays NaN).
     """
     import torch
 
     if n_items is None:
         return True
-    if torch.is_tensor(n_items):
-        return n_items.numel() == 1 and bool(n_items.reshape(()) == 0)
-    if isinstance(n_items, (int, float)):
-        return n_items == 0
-    return False
+    try:
+        value = torch.as_tensor(n_items)
+    except Exception:
+        return False  # zoo's torch.tensor() rejects it too: let zoo raise
+    return value.numel() == 1 and bool(value.reshape(()) == 0)
 
 
 def _nothing_to_learn(values: dict[str, Any]) -> bool:

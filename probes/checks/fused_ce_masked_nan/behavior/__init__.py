@@ -4,7 +4,8 @@ Fourteen tests (the upstream proposal's thirteen and our 14), always
 reported as fourteen entries (pass / fail / n/a with a reason), plus extra
 probes outside them. Test 1 measures zoo's raw kernel in a process that
 never imported unsloth (the "before" phase); tests 2-14 share one process
-after ``import unsloth`` (the "after" phase). A guard is driven only through its protocol module (``install``, ``uninstall``,
+after ``import unsloth`` (the "after" phase). A guard is driven only
+through its protocol module (``install``, ``uninstall``,
 ``is_installed``, ``zoo_needs_guard``); a guard without one is judged
 black-box where possible. Runs inside a cell env: stdlib, torch and the
 packages under test only.

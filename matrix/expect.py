@@ -1,0 +1,77 @@
+"""``[[expect]]`` tables of a matrix file: the states a matrix is known to show, per cell and check.
+
+Like pytest's strict xfail (``reports.gate.evaluate`` does the judging): a
+table names the cells it applies to (``unsloth`` and ``zoo`` build names, each
+optional: default every build of that package), the check (optional: default
+every registered check) and the guard state expected. Tables apply in file
+order, so a narrow table after a file-wide one overrides it. Problems are
+collected in the matrix file's style (``matrix.spec``): the table, the key,
+the bad value, a close match and the valid values.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+KEYS = ("unsloth", "zoo", "check", "state")
+PACKAGE_OF_ROLE = {"unsloth": "unsloth", "zoo": "unsloth_zoo"}
+
+
+def _suggest(word: str, valid: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, sorted(valid), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _table_problems(where: str, table: dict[str, Any]) -> list[str]:
+    problems = []
+    for key, value in table.items():
+        if key not in KEYS:
+            problems.append(f"{where}: unknown key {key!r}{_suggest(key, KEYS)}; valid keys: {', '.join(KEYS)}")
+        elif not isinstance(value, str):
+            problems.append(f"{where}: {key!r} must be a string, got {type(value).__name__} {value!r:.60}")
+    return problems
+
+
+def resolve(raw: Any, roles: dict[str, str], cells: list[tuple[str, str, str]],
+            problems: list[str]) -> dict[str, dict[str, str]]:
+    """``{cell id: {check id: state}}`` for ``cells`` (``(id, unsloth build, zoo build)``), given each
+    build's role (``roles``: name -> ``unsloth`` | ``zoo``); problems are appended to ``problems``."""
+    from probes.checks import ids as check_ids
+    from probes.checks.vocabulary import GUARD_STATES
+
+    out: dict[str, dict[str, str]] = {cid: {} for cid, _, _ in cells}
+    if not isinstance(raw, list):
+        return out  # the top-level type check reports it
+    checks = check_ids()
+    for i, table in enumerate(raw, 1):
+        where = f"[[expect]] #{i}"
+        if not isinstance(table, dict):
+            problems.append(f"{where}: must be a table, got {type(table).__name__}")
+            continue
+        bad = _table_problems(where, table)
+        if "state" not in table:
+            bad.append(f"{where}: missing required key 'state' (one of {', '.join(GUARD_STATES)})")
+        for role in ("unsloth", "zoo"):
+            name = table.get(role)
+            if isinstance(name, str) and roles.get(name) != role:
+                valid = [n for n, r in roles.items() if r == role]
+                bad.append(f"{where}: {role} = {name!r} is not a {PACKAGE_OF_ROLE[role]} build in this file"
+                           f"{_suggest(name, valid)}; {role} builds: {', '.join(valid)}")
+        check, state = table.get("check"), table.get("state")
+        if isinstance(check, str) and check not in checks:
+            bad.append(f"{where}: check = {check!r} is not a registered check{_suggest(check, checks)}; "
+                       f"checks: {', '.join(checks)}")
+        if isinstance(state, str) and state not in GUARD_STATES:
+            bad.append(f"{where}: state = {state!r} is not a guard state{_suggest(state, GUARD_STATES)}; "
+                       f"valid: {', '.join(GUARD_STATES)}")
+        problems += bad
+        if bad:
+            continue
+        hits = [cid for cid, u, z in cells if table.get("unsloth", u) == u and table.get("zoo", z) == z]
+        if not hits and cells:
+            problems.append(f"{where}: names no cell of this matrix (the pair is excluded or not included)")
+        for cid in hits:
+            for c in [check] if check is not None else checks:
+                out[cid][c] = state
+    return out

@@ -1,0 +1,400 @@
+"""Mutation score of a guard against its check's behaviour suite (``nox -s mutation``).
+
+The harness side of mutation testing: build (or reuse) one cell env for the
+vulnerable pairing, run the check's probe-side runner in it (``mutate.py`` in
+the check folder: one ``import unsloth``, then load / install / test /
+uninstall per mutant), then score what came back against the equivalence
+list (``mutation_equivalents.toml`` next to this file, keyed by mutant id,
+one line of argument each) and write ``mutation.json`` and ``mutation.md``
+under the output directory.
+
+Score = killed / (generated - equivalent), over the mutants that ran. Exit
+codes: 0 the score meets the bar, 1 it does not, 2 bad input or the harness
+or runner failed (no score).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from matrix import settings, tools
+from matrix.cell import OFFLINE_ENV
+from matrix.errors import SkewmatrixError
+from matrix.spec import REPO_ROOT
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.toml")
+DEFAULT_GUARD = REPO_ROOT / "matrix" / "backports" / "unsloth-guard" / "files" / "fused_ce_guard.py"
+DEFAULT_GUARD_MODULE = "unsloth.fused_ce_guard"
+CHECKS = REPO_ROOT / "probes" / "checks"
+# The vulnerable pairing: new unsloth with an old zoo, forced with overrides as a cell would be.
+DEFAULT_UNSLOTH, DEFAULT_ZOO = "2026.10.9", "2026.9.3"
+# A zoo that carries the fix: a guard must stay out there (test 13), which no vulnerable cell can see.
+DEFAULT_FIXED_ZOO = "2026.10.9"
+DEFAULT_BAR = 0.90
+RUN_TIMEOUT_S = 3 * 3600
+# As a cell runs its probes (matrix/cell.py): offline, no bytecode next to the probes, unsloth's GPU path on CPU.
+RUNNER_ENV = {**OFFLINE_ENV, "UNSLOTH_ALLOW_CPU": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+class MutationError(SkewmatrixError):
+    """The mutation run could not produce a score (bad input, env build, runner failure)."""
+
+
+KINDS = ("equivalent", "unreachable")
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """A survivor that no test can kill: ``equivalent`` (same behaviour for every input) or
+    ``unreachable`` (differs only on a path this cell cannot take, e.g. a zoo without the fused loss)."""
+
+    id: str
+    why: str
+    kind: str = "equivalent"
+
+
+@dataclass(frozen=True)
+class Score:
+    """What a run came to: counts, the score and the lists a reader acts on."""
+
+    generated: int
+    ran: int
+    killed: int
+    equivalent: int
+    score: float | None
+    bar: float
+    # Counting the `unreachable` entries as survivors: what a reader who doubts them should see.
+    strict_score: float | None = None
+    survivors: list[dict[str, Any]] = field(default_factory=list)
+    equivalents: list[dict[str, Any]] = field(default_factory=list)
+    stale_equivalents: list[str] = field(default_factory=list)
+    killed_by: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.score is not None and self.score >= self.bar
+
+
+def load_equivalents(path: Path) -> dict[str, Equivalent]:
+    """``[[equivalent]]`` tables with ``id`` and ``why``; every problem in the file is reported at once."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MutationError(f"{path}: cannot read the equivalence list ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MutationError(f"{path}: not valid TOML ({exc})") from None
+    problems: list[str] = []
+    unknown = sorted(set(data) - {"equivalent"})
+    if unknown:
+        problems.append(f"unknown top-level key(s) {unknown}; valid: ['equivalent']")
+    out: dict[str, Equivalent] = {}
+    for i, entry in enumerate(data.get("equivalent", [])):
+        where = f"equivalent[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: expected a table")
+            continue
+        extra = sorted(set(entry) - {"id", "why", "kind"})
+        if extra:
+            problems.append(f"{where}: unknown key(s) {extra}; valid: ['id', 'kind', 'why']")
+        mid, why, kind = entry.get("id"), entry.get("why"), entry.get("kind", "equivalent")
+        if kind not in KINDS:
+            problems.append(f"{where}: kind {kind!r}; valid: {list(KINDS)}")
+        if not isinstance(mid, str) or not mid:
+            problems.append(f"{where}: 'id' must be a non-empty string")
+            continue
+        if not isinstance(why, str) or not why.strip():
+            problems.append(f"{where} ({mid}): 'why' must give a one-line argument")
+        elif "\n" in why.strip():
+            problems.append(f"{where} ({mid}): 'why' must be one line")
+        if mid in out:
+            problems.append(f"{where}: id {mid!r} listed twice")
+        out[mid] = Equivalent(mid, str(why or "").strip(), str(kind))
+    if problems:
+        raise MutationError(f"{path}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
+    return out
+
+
+def score(doc: dict[str, Any], equivalents: dict[str, Equivalent], bar: float) -> Score:
+    """Score the runner's document: killed (a timeout counts as killed) over the non-equivalent mutants."""
+    mutants = doc.get("mutants")
+    if not isinstance(mutants, list):
+        raise MutationError("the runner's result has no 'mutants' list")
+    killed = 0
+    survivors, equal, killed_by = [], [], {}
+    for m in mutants:
+        status = m.get("status")
+        if status not in ("killed", "survived", "timeout"):
+            raise MutationError(f"mutant {m.get('id')!r}: unknown status {status!r}")
+        if m["id"] in equivalents:
+            equal.append({**_brief(m), "why": equivalents[m["id"]].why, "kind": equivalents[m["id"]].kind,
+                          "status": status})
+            continue
+        if status == "survived":
+            survivors.append(_brief(m))
+        else:
+            killed += 1
+            by = m.get("killed_by") or status
+            killed_by[by] = killed_by.get(by, 0) + 1
+    ran_ids = {m["id"] for m in mutants}
+    generated_ids = set(doc.get("all_ids") or ran_ids)
+    # Listed but no longer generated, or listed but killed: the list needs a look.
+    stale = sorted(i for i in equivalents if i not in generated_ids)
+    stale += sorted(e["id"] for e in equal if e["status"] != "survived")
+    denominator = len(mutants) - len(equal)
+    value = killed / denominator if denominator else None
+    strict_denominator = len(mutants) - sum(1 for e in equal if e["kind"] == "equivalent")
+    strict = killed / strict_denominator if strict_denominator else None
+    return Score(int(doc.get("generated", len(mutants))), len(mutants), killed, len(equal), value, bar,
+                 strict, survivors, equal, stale, dict(sorted(killed_by.items())))
+
+
+def _brief(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: m.get(k) for k in ("id", "operator", "scope", "line", "before", "after", "killed_by", "reason")}
+
+
+def render_markdown(result: Score, meta: dict[str, Any]) -> str:
+    pct = "n/a" if result.score is None else f"{result.score:.1%}"
+    verdict = "meets" if result.passed else "below"
+    lines = [
+        "# Mutation score",
+        "",
+        f"**{pct}** of non-equivalent mutants killed ({result.killed}/{result.ran - result.equivalent}); "
+        f"bar {result.bar:.0%}: {verdict}.",
+        "",
+        f"Counting the {sum(1 for e in result.equivalents if e['kind'] == 'unreachable')} `unreachable` mutants "
+        f"as survivors: {'n/a' if result.strict_score is None else f'{result.strict_score:.1%}'}.",
+        "",
+        f"- guard: `{meta.get('guard_file')}` loaded as `{meta.get('guard_module')}`",
+        f"- env: unsloth {meta.get('unsloth')} x unsloth_zoo {meta.get('zoo')} (`{meta.get('env')}`)",
+        f"- survivors run again with unsloth_zoo {meta['fixed_zoo']} (`{meta.get('fixed_env')}`)"
+        if meta.get("fixed_zoo") else "- no fixed-zoo pass",
+        f"- mutants: {result.generated} generated, {result.ran} run"
+        + (f" (sample of {meta['sample']})" if meta.get("sample") else "")
+        + f", {result.equivalent} equivalent",
+        f"- run time: {meta.get('seconds', 0):.0f} s",
+        "",
+        "## Killed by",
+        "",
+        "| test | mutants |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in result.killed_by.items()),
+        "",
+        f"## Survivors ({len(result.survivors)})",
+        "",
+    ]
+    lines += ["| id | line | before | after |", "|---|---|---|---|", *(
+        f"| `{s['id']}` | {s['line']} | `{_cell(s['before'])}` | `{_cell(s['after'])}` |" for s in result.survivors)
+              ] if result.survivors else ["none"]
+    lines += ["", f"## Equivalent or unreachable ({len(result.equivalents)})", "", "| id | kind | after | why |",
+              "|---|---|---|---|", *(f"| `{e['id']}` | {e['kind']} | `{_cell(e['after'])}` | {e['why']} |"
+                                     for e in result.equivalents)]
+    if result.stale_equivalents:
+        lines += ["", "## Stale equivalence entries", "",
+                  *(f"- `{i}` (not generated any more, or killed)" for i in result.stale_equivalents)]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("\n", " ").replace("|", "\\|").replace("`", "'")[:100]
+
+
+# ---------------------------------------------------------------- env and runner
+
+
+def runner_module(check: str | None) -> str:
+    """The probe-side runner: ``mutate.py`` of the named check, or of the only check that has one."""
+    folders = sorted(p.parent.name for p in CHECKS.glob("*/mutate.py"))
+    if check is None:
+        if len(folders) != 1:
+            raise MutationError(f"--check is required: checks with a mutation runner: {folders or 'none'}")
+        check = folders[0]
+    if check not in folders:
+        raise MutationError(f"--check {check!r}: no {CHECKS.name}/{check}/mutate.py; valid: {folders}")
+    return f"probes.checks.{check}.mutate"
+
+
+def build_env(env_dir: Path, unsloth: str, zoo: str, python: str = "3.11") -> Path:
+    """A cell env for the pairing (uv with overrides, as a cell does); reused when it already holds it."""
+    py = env_dir / "bin" / "python"
+    if not py.exists():
+        res = tools.run_tool([tools.uv_bin(), "venv", "--quiet", "--python", python, str(env_dir)], timeout=300)
+        if not res.ok:
+            raise MutationError(f"cannot create a Python {python} env at {env_dir}:\n{res.tail()}")
+    overrides = env_dir / "skewmatrix-overrides.txt"
+    overrides.write_text(f"unsloth=={unsloth}\nunsloth_zoo=={zoo}\n", encoding="utf-8")
+    res = tools.run_tool([tools.uv_bin(), "pip", "install", "--python", str(py), f"unsloth=={unsloth}",
+                          f"unsloth_zoo=={zoo}", "--overrides", str(overrides)], timeout=1800)
+    if not res.ok:
+        raise MutationError(f"uv pip install unsloth=={unsloth} unsloth_zoo=={zoo} failed "
+                            f"(exit {res.returncode}):\n{res.tail()}")
+    return py
+
+
+def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_module: str,
+               sample: int | None, only: list[str] | None = None) -> dict[str, Any]:
+    """Run the probe-side runner with PYTHONPATH exposing ``probes`` only; trust it only with exit 0."""
+    pp = out_dir / "pythonpath"
+    pp.mkdir(parents=True, exist_ok=True)
+    link = pp / "probes"
+    if not link.exists():
+        link.symlink_to(REPO_ROOT / "probes", target_is_directory=True)
+    work = out_dir / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)  # import unsloth writes unsloth_compiled_cache/ into its cwd
+    result = out_dir / "runner.json"
+    result.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    env.update(RUNNER_ENV, PYTHONPATH=str(pp))
+    argv = [str(python), "-m", module, "--guard-file", str(guard), "--guard-module", guard_module,
+            "--out", str(result), "--progress"]
+    if sample is not None:
+        argv += ["--sample", str(sample)]
+    if only is not None:
+        argv += ["--only", *only]
+    res = tools.run_tool(argv, cwd=work, env=env, timeout=RUN_TIMEOUT_S)
+    (out_dir / "runner.log").write_text(res.stdout + res.stderr, encoding="utf-8")
+    doc = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
+    if res.returncode != 0 or doc is None:
+        why = f": {doc['error']}" if doc and doc.get("error") else ""
+        raise MutationError(f"{module} exited {res.returncode}{why}\n{res.tail(20)}\n(log: {out_dir}/runner.log)")
+    return doc  # type: ignore[no-any-return]
+
+
+def merge_fixed(doc: dict[str, Any], again: dict[str, Any], zoo: str) -> None:
+    """Fold the fixed-zoo pass into the vulnerable one: a survivor killed there is killed."""
+    there = {m["id"]: m for m in again.get("mutants", [])}
+    for m in doc["mutants"]:
+        other = there.get(m["id"])
+        if m["status"] == "survived" and other is not None and other["status"] != "survived":
+            m["status"] = other["status"]
+            m["killed_by"] = f"{other['killed_by'] or other['status']} (zoo {zoo})"
+            m["reason"] = other.get("reason", "")
+
+
+def _out(args: argparse.Namespace) -> Path:
+    return (args.out or settings.out_dir() / "mutation").resolve()
+
+
+def _env(path: Path | None, option: str) -> Path | None:
+    if path is None:
+        return None
+    python = path / "bin" / "python"
+    if not python.exists():
+        raise MutationError(f"{option} {path}: no bin/python there")
+    return python
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nox -s mutation --", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default: mutation/ under $SKEWMATRIX_OUT, else reports/out/mutation)")
+    p.add_argument("--env", type=Path, default=None,
+                   help="use this existing env as is (installs nothing); default: build one under --out")
+    p.add_argument("--sample", type=int, default=None, help="run a deterministic sample of N mutants (CI)")
+    p.add_argument("--guard-file", type=Path, default=DEFAULT_GUARD)
+    p.add_argument("--guard-module", default=DEFAULT_GUARD_MODULE)
+    p.add_argument("--check", default=None, help="check folder whose mutate.py runs (default: the only one)")
+    p.add_argument("--unsloth", default=DEFAULT_UNSLOTH)
+    p.add_argument("--zoo", default=DEFAULT_ZOO)
+    p.add_argument("--fixed-zoo", default=DEFAULT_FIXED_ZOO,
+                   help="zoo carrying the fix: survivors are run again there (what only test 13 can see)")
+    p.add_argument("--fixed-env", type=Path, default=None, help="use this existing env for the fixed-zoo pass")
+    p.add_argument("--no-fixed", action="store_true", help="skip the fixed-zoo pass")
+    p.add_argument("--rescore", action="store_true",
+                   help="score the runner results already under --out again (after editing the equivalence list)")
+    p.add_argument("--bar", type=float, default=DEFAULT_BAR)
+    p.add_argument("--equivalents", type=Path, default=EQUIVALENTS)
+    return p
+
+
+def run(args: argparse.Namespace) -> Score:
+    if not args.guard_file.is_file():
+        raise MutationError(f"--guard-file {args.guard_file}: no such file")
+    if args.sample is not None and args.sample < 1:
+        raise MutationError(f"--sample {args.sample}: must be at least 1")
+    if not 0.0 < args.bar <= 1.0:
+        raise MutationError(f"--bar {args.bar}: must be in (0, 1]")
+    equivalents = load_equivalents(args.equivalents)
+    module = runner_module(args.check)
+    out = _out(args)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    if args.rescore:
+        return rescore(out, equivalents, args.bar)
+    python = _env(args.env, "--env") or build_env(out / "env", args.unsloth, args.zoo)
+    guard = args.guard_file.resolve()
+    doc = run_runner(python, module, out, guard, args.guard_module, args.sample)
+    # Listed equivalents need no second look; a real survivor may still die where the fix has landed.
+    survivors = [m["id"] for m in doc["mutants"] if m["status"] == "survived" and m["id"] not in equivalents]
+    fixed_env = None
+    if survivors and not args.no_fixed:
+        fixed = _env(args.fixed_env, "--fixed-env") or build_env(out / "env-fixed", args.unsloth, args.fixed_zoo)
+        fixed_env = str(fixed.parent.parent)
+        again = run_runner(fixed, module, out / "fixed-zoo", guard, args.guard_module, None, survivors)
+        merge_fixed(doc, again, args.fixed_zoo)
+    result = score(doc, equivalents, args.bar)
+    meta = {"guard_file": str(args.guard_file), "guard_module": args.guard_module, "unsloth": args.unsloth,
+            "zoo": args.zoo, "env": str(python.parent.parent), "sample": args.sample,
+            "fixed_zoo": None if fixed_env is None else args.fixed_zoo, "fixed_env": fixed_env,
+            "seconds": round(time.perf_counter() - start, 1), "runner": module}
+    write(out, doc, result, meta)
+    return result
+
+
+def write(out: Path, doc: dict[str, Any], result: Score, meta: dict[str, Any]) -> None:
+    """``mutation.json`` (meta, score, every mutant) and ``mutation.md`` under ``out``."""
+    (out / "mutation.json").write_text(json.dumps({"meta": meta, "score": result.__dict__, "passed": result.passed,
+                                                   "mutants": doc["mutants"], "all_ids": doc.get("all_ids"),
+                                                   "generated": doc.get("generated"),
+                                                   "baseline": doc.get("baseline"),
+                                                   "out_of_scope": doc.get("out_of_scope")},
+                                                  indent=2, default=str) + "\n", encoding="utf-8")
+    (out / "mutation.md").write_text(render_markdown(result, meta), encoding="utf-8")
+
+
+def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> Score:
+    """Score the mutants of the last run under ``out`` (its mutation.json) with the current equivalence list."""
+    path = out / "mutation.json"
+    try:
+        last = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MutationError(f"--rescore: cannot read {path} ({exc}); run without --rescore first") from None
+    result = score(last, equivalents, bar)
+    write(out, last, result, last.get("meta", {}))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """See the module docstring for the exit codes."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    try:
+        result = run(args)
+    except SkewmatrixError as exc:
+        print(f"mutation: {exc}", file=sys.stderr)
+        return exc.return_code
+    pct = "n/a" if result.score is None else f"{result.score:.1%}"
+    strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"
+    print(f"mutation score {pct} ({result.killed}/{result.ran - result.equivalent} non-equivalent killed, "
+          f"{result.equivalent} equivalent or unreachable, bar {result.bar:.0%}): {'pass' if result.passed else 'FAIL'}"
+          f"; {strict} counting unreachable ones as survivors")
+    for s in result.survivors:
+        print(f"  survivor {s['id']} (line {s['line']}): {s['before']!r} -> {s['after']!r}")
+    out = _out(args)
+    print(f"written: {out / 'mutation.json'}, {out / 'mutation.md'}")
+    return 0 if result.passed else 1

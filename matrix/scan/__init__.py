@@ -1,0 +1,66 @@
+"""The wide scan: every zoo and unsloth release on the index, classified without installing anything.
+
+For each ``unsloth_zoo`` release the scan reads the kernel's modules
+straight out of the wheel (or the sdist when there is no wheel) and hands
+them to the check's static detector; for each ``unsloth`` release it reads
+the core metadata (the admitted zoo range and its floor) and looks for a
+guard. ``--confirm`` builds the boundary releases (and the ones the static
+detector could not decide) and runs the runtime detector on them. Modules,
+one concern each:
+
+* ``run``: the orchestration and ``ScanOptions``; ``[k/N]`` progress;
+* ``policy``: release policy, the timeline with ``fixed_since``, floors, exposure, ``recommended_zoo``;
+* ``cache``: the persistent cache (pages, extracts, analyses) and atomic 0644 writes;
+* ``fetch``: reading members out of files (whole downloads, or range reads through ``zipfile``);
+* ``zoo`` / ``unsloth``: what each side reads and how it is analysed (AST heuristics for unsloth);
+* ``confirm``: runtime confirmation in throwaway envs;
+* ``compare``: the scan against cell results;
+* ``cli``: ``main(argv) -> int``; ``bench``: ``nox -s bench -- scan``.
+
+Output: ``scan.json`` (schema ``reports/scan.schema.json``) and ``scan.md``
+(``reports.render.scan_markdown``). Nothing here imports ``matrix.pipeline``.
+"""
+
+from matrix.scan.bench import bench
+from matrix.scan.cache import ScanIndex, write_atomic
+from matrix.scan.cli import main, summary, write
+from matrix.scan.compare import compare_with_cells
+from matrix.scan.fetch import FULL_DOWNLOAD_MAX, Fetcher, record_digest
+from matrix.scan.model import SCHEMA, Extract, FetchError, ScanError, Want
+from matrix.scan.policy import Recommendation, admitted_floor, exposure, recommended_zoo, timeline
+from matrix.scan.run import ScanOptions, analyzer_key, run
+from matrix.scan.unsloth import GUARD_MEMBER, INIT_MEMBER, guard_in_source, guard_state, zoo_requirements
+from matrix.scan.zoo import CE_MEMBER, classify_zoo
+
+__all__ = [
+           "CE_MEMBER",
+           "FULL_DOWNLOAD_MAX",
+           "GUARD_MEMBER",
+           "INIT_MEMBER",
+           "SCHEMA",
+           "Extract",
+           "FetchError",
+           "Fetcher",
+           "Recommendation",
+           "ScanError",
+           "ScanIndex",
+           "ScanOptions",
+           "Want",
+           "admitted_floor",
+           "analyzer_key",
+           "bench",
+           "classify_zoo",
+           "compare_with_cells",
+           "exposure",
+           "guard_in_source",
+           "guard_state",
+           "main",
+           "recommended_zoo",
+           "record_digest",
+           "run",
+           "summary",
+           "timeline",
+           "write",
+           "write_atomic",
+           "zoo_requirements",
+]

@@ -1,0 +1,256 @@
+"""The mutation session's harness side (matrix/mutation.py) and the mutant generator it drives.
+
+The generator is stdlib only (``ast``), so it runs here on small sources
+written for the test; running mutants needs a cell env and is covered by
+``nox -s mutation`` itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix import mutation
+from probes.checks.fused_ce_masked_nan import mutation_ops as mutate
+
+SOURCE = '''"""A tiny guard-like module."""
+
+LIMIT = 3
+
+
+def empty(n, labels):
+    """Docstring: never mutated."""
+    if n is not None and n != 0:
+        return False
+    return not any(x != -100 for x in labels)
+
+
+def scaled(x):
+    y = x * 2
+    return y + 1
+'''
+
+
+def test_generator_makes_compilable_distinct_mutants_with_unique_ids() -> None:
+    mutants = mutate.generate(SOURCE)
+    ids = [m.id for m in mutants]
+    assert len(ids) == len(set(ids))
+    assert all(m.source != SOURCE for m in mutants)
+    for m in mutants:
+        ast.parse(m.source)
+    # Reasoned expectations for this source: `is not` -> `is`, `!=` -> `==` twice, and `and` -> `or`.
+    ops = {m.operator for m in mutants}
+    assert {"cmp", "bool", "not", "const", "negate", "delete", "arith"} <= ops
+    cmps = [m for m in mutants if m.operator == "cmp"]
+    assert len(cmps) == 3
+    # Module level: only the value of the constant assignment, 3 -> 4 and 3 -> 0.
+    module_level = [m for m in mutants if m.scope == "<module>"]
+    assert sorted(m.after for m in module_level) == ["LIMIT = 0", "LIMIT = 4"]
+
+
+def test_docstrings_and_log_messages_are_not_mutated() -> None:
+    src = SOURCE + '\n\ndef warn(logger):\n    logger.warning("text %s", 1)\n    return 2\n'
+    mutants = mutate.generate(src)
+    assert not any("Docstring" in m.before or "tiny guard" in m.before for m in mutants)
+    assert not any("text %s" in m.before for m in mutants)
+    # the logging call is not deleted either; the return is
+    warn = [m for m in mutants if m.scope == "warn"]
+    assert {m.before for m in warn if m.operator == "delete"} == {"return 2"}
+
+
+def test_ids_survive_an_unrelated_edit() -> None:
+    before = {m.id for m in mutate.generate(SOURCE)}
+    edited = SOURCE.replace('LIMIT = 3\n', 'LIMIT = 3\n\n\ndef unrelated():\n    return 7\n')
+    after = {m.id for m in mutate.generate(edited)}
+    assert before <= after
+    assert len(after - before) == 3  # `return 7`: deleted, 7 -> 8, 7 -> 0
+
+
+def test_out_of_scope_function_is_left_alone() -> None:
+    src = SOURCE + "\n\ndef install_at_import():\n    return True\n"
+    assert not any(m.scope == "install_at_import" for m in mutate.generate(src))
+
+
+def test_sample_is_deterministic_and_sized() -> None:
+    mutants = mutate.generate(SOURCE)
+    a, b = mutate.sample(mutants, 5), mutate.sample(list(reversed(mutants)), 5)
+    assert len(a) == 5
+    assert {m.id for m in a} == {m.id for m in b}
+    assert mutate.sample(mutants, None) == mutants
+    assert mutate.sample(mutants, 10_000) == mutants
+
+
+def test_the_real_guard_generates_mutants() -> None:
+    mutants = mutate.generate(mutation.DEFAULT_GUARD.read_text(encoding="utf-8"))
+    assert len(mutants) > 100
+    assert not any(m.scope == "install_at_import" for m in mutants)
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def _m(mid: str, status: str, killed_by: str | None = None) -> dict[str, Any]:
+    return {"id": mid, "operator": "cmp", "scope": "f", "line": 1, "before": "a == b", "after": "a != b",
+            "status": status, "killed_by": killed_by, "reason": ""}
+
+
+def test_score_excludes_equivalents_and_counts_timeouts_as_killed() -> None:
+    doc = {"generated": 5, "mutants": [_m("a", "killed", "02-after"), _m("b", "killed", "14-n-items-zero"),
+                                       _m("c", "timeout"), _m("d", "survived"), _m("e", "survived")]}
+    eq = {"e": mutation.Equivalent("e", "same result for every input")}
+    s = mutation.score(doc, eq, 0.9)
+    assert (s.ran, s.killed, s.equivalent) == (5, 3, 1)
+    assert s.score == pytest.approx(3 / 4)
+    assert not s.passed
+    assert [x["id"] for x in s.survivors] == ["d"]
+    assert s.killed_by == {"02-after": 1, "14-n-items-zero": 1, "timeout": 1}
+    assert s.strict_score == pytest.approx(3 / 4)
+    unreachable = {"e": mutation.Equivalent("e", "only without the fused loss", "unreachable")}
+    s = mutation.score(doc, unreachable, 0.9)
+    assert s.score == pytest.approx(3 / 4) and s.strict_score == pytest.approx(3 / 5)
+    assert s.stale_equivalents == []
+
+
+def test_score_flags_stale_equivalence_entries() -> None:
+    doc = {"generated": 2, "all_ids": ["a", "b"], "mutants": [_m("a", "killed", "03-dense"), _m("b", "survived")]}
+    eq = {"a": mutation.Equivalent("a", "x"), "gone": mutation.Equivalent("gone", "y")}
+    s = mutation.score(doc, eq, 0.9)
+    assert s.stale_equivalents == ["gone", "a"]
+    assert s.score == 0.0
+
+
+def test_score_meets_bar_at_exactly_the_bar() -> None:
+    doc = {"mutants": [_m(str(i), "killed", "02-after") for i in range(9)] + [_m("s", "survived")]}
+    assert mutation.score(doc, {}, 0.9).passed
+
+
+def test_score_rejects_an_unknown_status() -> None:
+    with pytest.raises(mutation.MutationError, match="unknown status 'weird'"):
+        mutation.score({"mutants": [_m("a", "weird")]}, {}, 0.9)
+
+
+def test_equivalents_file_problems_are_all_reported(tmp_path: Path) -> None:
+    p = tmp_path / "eq.toml"
+    p.write_text('[[equivalent]]\nid = "a"\n\n'
+                 '[[equivalent]]\nid = "a"\nwhy = "x"\nnote = 1\nkind = "maybe"\n\n[other]\n', encoding="utf-8")
+    with pytest.raises(mutation.MutationError) as err:
+        mutation.load_equivalents(p)
+    text = str(err.value)
+    assert "5 problem(s)" in text
+    assert "kind 'maybe'" in text
+    assert "unknown top-level key(s) ['other']" in text
+    assert "'why' must give a one-line argument" in text
+    assert "listed twice" in text
+    assert "unknown key(s) ['note']" in text
+
+
+def test_shipped_equivalents_file_loads_and_names_real_mutants() -> None:
+    eq = mutation.load_equivalents(mutation.EQUIVALENTS)
+    ids = {m.id for m in mutate.generate(mutation.DEFAULT_GUARD.read_text(encoding="utf-8"))}
+    assert set(eq) <= ids, sorted(set(eq) - ids)
+
+
+def test_markdown_lists_survivors_and_equivalents() -> None:
+    doc = {"generated": 3, "mutants": [_m("a", "killed", "02-after"), _m("b", "survived"), _m("c", "survived")]}
+    s = mutation.score(doc, {"c": mutation.Equivalent("c", "only a log line differs")}, 0.9)
+    text = mutation.render_markdown(s, {"guard_file": "g.py", "guard_module": "m", "unsloth": "1", "zoo": "2",
+                                        "env": "/e", "seconds": 3.0})
+    assert "**50.0%** of non-equivalent mutants killed (1/2); bar 90%: below." in text
+    assert "| `b` | 1 | `a == b` | `a != b` |" in text
+    assert "| `c` | equivalent | `a != b` | only a log line differs |" in text
+
+
+# ---------------------------------------------------------------- command line
+
+
+def test_bad_input_exits_2_before_any_env_is_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert mutation.main(["--guard-file", str(tmp_path / "missing.py"), "--out", str(tmp_path)]) == 2
+    assert "--guard-file" in capsys.readouterr().err
+    guard = tmp_path / "g.py"
+    guard.write_text(SOURCE, encoding="utf-8")
+    assert mutation.main(["--guard-file", str(guard), "--sample", "0", "--out", str(tmp_path)]) == 2
+    assert mutation.main(["--guard-file", str(guard), "--check", "nope", "--out", str(tmp_path)]) == 2
+    assert "valid:" in capsys.readouterr().err
+    assert mutation.main(["--no-such-option"]) == 2
+
+
+def test_main_scores_a_runner_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("", encoding="utf-8")
+    doc = {"generated": 2, "mutants": [_m("a", "killed", "02-after"), _m("b", "killed", "07-mask")]}
+    seen: dict[str, Any] = {}
+
+    def fake_runner(python: Path, module: str, out: Path, guard: Path, name: str, sample: int | None,
+                    only: list[str] | None = None) -> dict:
+        seen.update(python=python, module=module, sample=sample, name=name, only=only)
+        return doc
+
+    monkeypatch.setattr(mutation, "run_runner", fake_runner)
+    out = tmp_path / "out"
+    rc = mutation.main(["--env", str(env), "--out", str(out), "--sample", "7", "--no-fixed", "--equivalents",
+                        str(_empty_equivalents(tmp_path))])
+    assert rc == 0
+    assert seen["module"].endswith(".mutate") and seen["sample"] == 7 and seen["name"] == "unsloth.fused_ce_guard"
+    written = json.loads((out / "mutation.json").read_text(encoding="utf-8"))
+    assert written["passed"] is True and written["score"]["killed"] == 2
+    assert "mutation score 100.0%" in capsys.readouterr().out
+    doc["mutants"].append(_m("c", "survived"))
+    assert mutation.main(["--env", str(env), "--out", str(out), "--no-fixed", "--equivalents",
+                          str(_empty_equivalents(tmp_path))]) == 1
+
+
+def test_survivors_get_a_second_pass_on_the_fixed_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("", encoding="utf-8")
+    calls: list[list[str] | None] = []
+
+    def fake_runner(python: Path, module: str, out: Path, guard: Path, name: str, sample: int | None,
+                    only: list[str] | None = None) -> dict:
+        calls.append(only)
+        if only is None:
+            return {"mutants": [_m("a", "killed", "02-after"), _m("b", "survived"), _m("c", "survived")]}
+        return {"mutants": [_m("b", "killed", "13-fixed-zoo"), _m("c", "survived")]}
+
+    monkeypatch.setattr(mutation, "run_runner", fake_runner)
+    out = tmp_path / "out"
+    rc = mutation.main(["--env", str(env), "--fixed-env", str(env), "--out", str(out), "--bar", "0.6",
+                        "--equivalents", str(_empty_equivalents(tmp_path))])
+    assert calls == [None, ["b", "c"]]
+    assert rc == 0
+    written = json.loads((out / "mutation.json").read_text(encoding="utf-8"))
+    b = next(m for m in written["mutants"] if m["id"] == "b")
+    assert b["status"] == "killed" and b["killed_by"] == "13-fixed-zoo (zoo 2026.10.9)"
+    assert [s["id"] for s in written["score"]["survivors"]] == ["c"]
+
+
+def _empty_equivalents(tmp_path: Path) -> Path:
+    p = tmp_path / "none.toml"
+    p.write_text("", encoding="utf-8")
+    return p
+
+
+def test_rescore_applies_an_edited_equivalence_list_without_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      ) -> None:
+    def no_runner(*args: Any, **kwargs: Any) -> dict:
+        raise AssertionError("--rescore must not run mutants")
+
+    monkeypatch.setattr(mutation, "run_runner", no_runner)
+    out = tmp_path / "out"
+    out.mkdir()
+    last = {"meta": {"guard_file": "g.py"}, "generated": 2,
+            "mutants": [_m("a", "killed", "02-after"), _m("b", "survived")]}
+    (out / "mutation.json").write_text(json.dumps(last), encoding="utf-8")
+    eq = tmp_path / "eq.toml"
+    eq.write_text('[[equivalent]]\nid = "b"\nwhy = "the same for every input"\n', encoding="utf-8")
+    assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(_empty_equivalents(tmp_path))]) == 1
+    assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(eq)]) == 0
+    assert "| `b` | equivalent | `a != b` | the same for every input |" in (out / "mutation.md").read_text(
+        encoding="utf-8")
+    assert mutation.main(["--rescore", "--out", str(tmp_path / "none")]) == 2

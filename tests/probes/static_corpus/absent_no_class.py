@@ -1,0 +1,7 @@
+# expect: absent -- no UnslothFusedLoss at all
+# ruff: noqa
+import torch
+
+
+def unrelated(x):
+    return x / 2

@@ -1,0 +1,26 @@
+# expect: unknown -- clamp(min=<caller value>): the floor may or may not be positive
+# ruff: noqa
+import torch
+
+
+def extra_floor(mask):
+    return mask.float().mean()
+
+
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        floor = extra_floor(mask)
+        d = (labels != ignore_index).sum().clamp(min=floor)
+        loss = loss / d
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None

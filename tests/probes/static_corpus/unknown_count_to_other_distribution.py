@@ -1,0 +1,21 @@
+# expect: unknown -- the count goes to a function of another distribution
+# ruff: noqa
+import torch
+from unsloth.kernels import reduce_loss
+
+
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        loss = reduce_loss(loss, (labels != ignore_index).sum())
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None

@@ -1,0 +1,17 @@
+# expect: unknown -- the divisor is only the caller's n_items; no label count to judge
+# ruff: noqa
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        loss = loss / n_items
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None

@@ -1,0 +1,36 @@
+# expect: unknown -- if/else define a fixed and a vulnerable class; which runs depends on the env
+# ruff: noqa
+import torch
+
+if torch.__version__ >= '2.6':
+
+
+    class UnslothFusedLoss(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+            ignore_index = -100
+            labels = labels.view(-1)
+            loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+            divisor = n_items if n_items is not None else (labels != ignore_index).sum()
+            loss = loss / divisor.clamp(min=1)
+            return loss
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return None, grad_output, None, None, None, None, None
+else:
+
+
+    class UnslothFusedLoss(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+            ignore_index = -100
+            labels = labels.view(-1)
+            loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+            divisor = n_items if n_items is not None else (labels != ignore_index).sum()
+            loss = loss / divisor
+            return loss
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return None, grad_output, None, None, None, None, None

@@ -1,0 +1,21 @@
+# expect: vulnerable -- the class is re-exported from another module of the wheel (issue case)
+# ruff: noqa
+from unsloth_zoo.fused_losses._impl import UnslothFusedLoss
+
+# === unsloth_zoo/fused_losses/_impl.py
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        divisor = n_items if n_items is not None else (labels != ignore_index).sum()
+        loss = loss / divisor
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None

@@ -1,0 +1,21 @@
+# expect: vulnerable -- the division sits on the == 0 side
+# ruff: noqa
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        d = (labels != ignore_index).sum()
+        if d == 0:
+            loss = loss / d
+        else:
+            loss = loss / d.clamp(min=1)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None
