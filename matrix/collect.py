@@ -53,3 +53,22 @@ def load_cells(out_dir: Path, only: list[str] | None = None) -> list[dict[str, A
             continue
         cells.append(load_cell(path))
     return cells
+
+
+def fixed_since_zoo(out_dir: Path) -> tuple[str | None, str | None, str | None]:
+    """``(fixed_since, confirmed_by, check id)`` of a scan in ``out_dir`` (``scan.json``): the first fixed zoo
+    release after the last vulnerable one, whether the runtime detector confirmed it, and the check it is
+    about; ``(None, None, None)`` when there is no readable scan."""
+    path = out_dir / "scan.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None, None
+    timeline = data.get("timeline") if isinstance(data, dict) else None
+    value = timeline.get("fixed_since") if isinstance(timeline, dict) else None
+    if not isinstance(value, str):
+        return None, None, None
+    how = timeline.get("fixed_since_confirmed_by")
+    check = data.get("check")
+    return value, how if isinstance(how, str) else "static-only", check if isinstance(check, str) else None
+

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     rec = scan.recommended_zoo(doc)  # fixed_since, never first_fixed: no vulnerable release after it
     since, how = (rec.version, rec.confirmed_by) if rec else (None, None)
     for cell in report["cells"]:
-        log(f"- {cell['cell_id']}: {recommendation(cell, since, how)}")
+        log(f"- {cell['cell_id']}:\n  {recommendation(cell, report['checks'], since, how, doc.get('check'))}")
     outcome = evaluate(report)
     for line in outcome.lines():
         log(f"gate: {line}")

@@ -111,7 +111,8 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
 
 def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
     """Probe what the parsed arguments name (``matrix.cli.add_pinned_arguments``); exit 0/1/2 (``reports.gate``)."""
-    from reports.gate import evaluate, fixed_since_zoo, recommendation
+    from matrix.collect import fixed_since_zoo
+    from reports.gate import evaluate, recommendation
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     out.mkdir(parents=True, exist_ok=True)
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))
-    log(recommendation(report["cells"][0], *fixed_since_zoo(out)))
+    log(recommendation(report["cells"][0], report["checks"], *fixed_since_zoo(out)))
     code = evaluate(report).gate_exit_code
     log(f"pinned: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
     return code

@@ -1,27 +1,10 @@
 """Matrix files: load, validate, and expand into cells.
 
-A matrix file is TOML (format in the README, "Writing a matrix file")::
-
-    schema = 1
-    [options]                 # cell options, all optional
-    python = "3.11"
-    [[build]]                 # one table per build
-    name = "u2026.10.9"
-    package = "unsloth"       # or "unsloth_zoo"
-    source = "pypi"           # pypi | path | git | backport (matrix.sources)
-    version = "2026.10.9"
-    [pairs]                   # optional: default is the full product
-    exclude = [{ unsloth = "u2026.10.9", zoo = "z2026.9.3" }]
-    [[expect]]                # optional: a state a check is expected to be in
-    unsloth = "u2026.10.9"    # optional: default every unsloth build
-    zoo = "z2026.9.3"         # optional: default every zoo build
-    check = "CHECK-ID"        # optional: default every check (probes.checks.ids())
-    state = "missing"         # matrix.expect
-
-Validation collects every problem before failing (``SpecError``), each
-message naming the file, the table and the key, quoting the bad value and
-suggesting a close match. Every accepted key is declared in this module or in
-a source's ``KEYS``, so an unknown key is always an error.
+A matrix file is TOML: ``schema``, ``[options]``, ``[[build]]``, optional ``[pairs]``
+(default: the full product), ``[[expect]]`` and ``[gate]`` (README, "Writing a matrix
+file"). Validation collects every problem before failing (``SpecError``), each message
+naming the file, table and key, quoting the bad value and suggesting a close match.
+Every accepted key is declared here or in a source's ``KEYS``: an unknown key is an error.
 """
 
 from __future__ import annotations
@@ -34,17 +17,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from matrix import expect
-from matrix.backport import anchor_problems, load_manifest
-from matrix.errors import BackportError, IndexLookupError, SpecError
-from matrix.index import IndexClient, nearest_versions
+from matrix.errors import SpecError
+from matrix.index import IndexClient
+from matrix.inputs import CONTROL_RE, cached_anchor_problems, index_problems, requirement_value_problem
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
-from matrix.sources.backport import wheel_cache
 from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
 if sys.version_info >= (3, 11):
@@ -183,41 +162,6 @@ def _check_keys(where: str, table: dict[str, Any], valid: dict[str, Any]) -> lis
     return problems
 
 
-# Anything but printable text: a newline would start a new line of the requirements or overrides file.
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def requirement_value_problem(where: str, key: str, value: str, package: str) -> str | None:
-    """Why ``value`` cannot go into a requirements or overrides line for ``package``, or None.
-
-    The value must be a PEP 440 version (``2.12.1``, pinned with ``==``) or a PEP 508 version specifier set
-    (``>=2.12,<2.13``), parsed with ``packaging``. A newline, an option (``--index-url ...``), a direct URL
-    (``@ https://...``) or markers are refused: uv would honour them from the file.
-    """
-    shown = f"{where}: {key} = {value!r}"
-    if CONTROL_RE.search(value):
-        return (f"{shown} contains a newline or control character; it would start another line of the "
-                f"requirements/overrides file (e.g. an injected --index-url). Give one specifier, e.g. '==2.12.1'")
-    text = value.strip()
-    if not text:
-        return None  # no constraint: the resolver picks
-    if text.startswith("-") or " -" in f" {text}":
-        return f"{shown} contains a command-line option; only a version specifier is allowed, e.g. '==2.12.1'"
-    if text[0].isdigit():
-        try:
-            Version(text)
-        except InvalidVersion:
-            return f"{shown} is not a valid PEP 440 version (e.g. '2.12.1')"
-        return None
-    try:
-        spec = SpecifierSet(text)
-        Requirement(f"{package}{spec}")
-    except (InvalidSpecifier, InvalidRequirement) as exc:
-        return (f"{shown} is not a PEP 508 version specifier set ({exc}); use e.g. '==2.12.1' or '>=2.12,<2.13' "
-                "(no URL, markers or options)")
-    return None
-
-
 def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
     if not isinstance(table, dict):
         return base or CellOptions(), [f"{where}: must be a table, got {type(table).__name__} {table!r:.60}"]
@@ -304,22 +248,6 @@ def load(path: Path | str | None = None, *, index: IndexClient | None = None, ch
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(label, [f"TOML syntax error: {exc}"]) from None
     return from_dict(data, path, index=index, check_index=check_index)
-
-
-def cached_anchor_problems(src: BackportSource, name: str, where: str) -> list[str]:
-    """Anchors of a backport that do not fit its PyPI base, when that base wheel is already cached (no download);
-    otherwise the build reports them, as before."""
-    if not isinstance(src.base_source, PypiSource):
-        return []
-    stem = f"{canonicalize_name(src.package).replace('-', '_')}-{src.base_source.version}-"
-    cached = sorted(p for p in wheel_cache().glob(f"{stem}*.whl") if p.name.endswith("-none-any.whl"))
-    if not cached:
-        return []
-    try:
-        manifest = load_manifest(src.directory)
-    except BackportError:
-        return []  # reported by the source's own problems()
-    return [f"{where}: {p}" for p in anchor_problems(manifest, cached[0], name)]
 
 
 def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = None,
@@ -469,22 +397,3 @@ def _expand(pairs: dict[str, Any], builds: dict[str, Build], by_role: dict[str, 
 def _check_index(builds: dict[str, Build], first_seen: dict[str, int], index: IndexClient) -> list[str]:
     return [p for name, b in builds.items() for p in
             index_problems(b, f"[[build]] #{first_seen[name]} {name!r}", index)]
-
-
-def index_problems(build: Build, where: str, index: IndexClient) -> list[str]:
-    """Does this PyPI build's version exist on the index? (no problem for other sources)"""
-    src = build.source
-    base = getattr(src, "base_source", None)
-    if not isinstance(src, PypiSource) and isinstance(base, PypiSource):
-        src = base  # a backport of a release: the base must exist
-    if not isinstance(src, PypiSource):
-        return []
-    try:
-        available = index.versions(build.package)
-    except IndexLookupError as exc:
-        return [f"{where}: cannot check version {src.version!r}: {exc}"]
-    wanted = Version(src.version)
-    if wanted in available:
-        return []
-    near = ", ".join(str(v) for v in nearest_versions(wanted, available))
-    return [f"{where}: {build.package} {src.version} does not exist on the index; nearest releases: {near or 'none'}"]

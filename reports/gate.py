@@ -20,9 +20,7 @@ nothing here spells a state list of its own. Exit codes (defined here, once):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from probes.checks.vocabulary import FAILING_BY_DEFAULT
@@ -132,48 +130,40 @@ def exit_code(report: dict[str, Any]) -> int:
     return evaluate(report).gate_exit_code
 
 
-def fixed_since_zoo(out_dir: Path) -> tuple[str | None, str | None]:
-    """``(fixed_since, confirmed_by)`` of a scan in ``out_dir`` (``scan.json``): the first fixed zoo release
-    after the last vulnerable one, and whether the runtime detector confirmed it; ``(None, None)`` if none."""
-    path = out_dir / "scan.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, None
-    timeline = data.get("timeline") if isinstance(data, dict) else None
-    value = timeline.get("fixed_since") if isinstance(timeline, dict) else None
-    if not isinstance(value, str):
-        return None, None
-    how = timeline.get("fixed_since_confirmed_by")
-    return value, how if isinstance(how, str) else "static-only"
-
-
-def recommendation(cell: dict[str, Any], fixed_since: str | None, confirmed_by: str | None = None) -> str:
-    """One paragraph a maintainer can act on, for one classified cell.
+def recommendation(cell: dict[str, Any], checks: list[dict[str, Any]], fixed_since: str | None = None,
+                   confirmed_by: str | None = None, scan_check: str | None = None) -> str:
+    """What a maintainer can act on for one classified cell: one line per check, in the check's own words.
 
     ``fixed_since`` is the scan's first fixed zoo release after the last vulnerable one (never ``first_fixed``,
-    which a regression can follow); ``confirmed_by`` says whether the runtime detector confirmed it.
+    which a regression can follow), for the check the scan covered (``scan_check``; all checks when None);
+    ``confirmed_by`` says whether the runtime detector confirmed it.
     """
-    c = cell["classification"]
     zoo_v = cell["builds"]["zoo"].get("installed_version") or cell["builds"]["zoo"].get("version")
     uns_v = cell["builds"]["unsloth"].get("installed_version") or cell["builds"]["unsloth"].get("version")
     how = "confirmed by running the kernel" if confirmed_by == "runtime" else "static reading"
-    fixed = (f"unsloth_zoo>={fixed_since} (no vulnerable release from it on, per the scan; {how})"
-             if fixed_since else "a zoo release that carries the fix (`nox -s scan` lists them)")
-    guard = c["guard"]
-    if guard == "missing":
-        return (f"EXPOSED: unsloth_zoo {zoo_v} turns an all-masked microbatch into a NaN loss and unsloth {uns_v} "
-                f"does not guard it. Either upgrade to {fixed}, or install an unsloth build carrying the guard "
-                "(the `unsloth-guard` backport in matrix/backports/).")
-    if guard == "broken":
-        return (f"EXPOSED: a guard is present but misbehaves ({c['guard_reason']}). Remove that unsloth build "
-                f"or upgrade to {fixed}, where no guard is needed.")
-    if guard == "error":
-        return (f"NO VERDICT: the environment could not be probed ({c['guard_reason']}). Fix the cause and rerun; "
-                "until then treat it as exposed.")
-    if guard == "activates":
-        return (f"Protected: unsloth_zoo {zoo_v} is vulnerable, but the guard in unsloth {uns_v} activates and "
-                f"passes the behaviour suite. Upgrading to {fixed} would remove the need for it.")
-    if guard == "no-ops":
-        return f"Safe: unsloth_zoo {zoo_v} carries the fix; the guard in unsloth {uns_v} correctly stays idle."
-    return f"Safe: unsloth_zoo {zoo_v} carries the fix (or has no fused cross-entropy); no guard is needed."
+    lines = []
+    for check in checks:
+        v = (cell.get("verdicts") or {}).get(check["id"])
+        if v is None:
+            continue
+        since = fixed_since if scan_check in (None, check["id"]) else None
+        fix = (f"unsloth_zoo>={since} (no vulnerable release from it on, per the scan; {how})" if since
+               else check["fix_hint"])
+        guard, reason = v["guard"], v["guard_reason"]
+        head = f"{check['id']}: "
+        if guard == "missing":
+            text = (f"EXPOSED: with unsloth_zoo {zoo_v} and unsloth {uns_v}, {check['hazard']}; nothing guards it "
+                    f"({v.get('symptom') or reason}). Fix: {fix}.")
+        elif guard == "broken":
+            text = f"EXPOSED: a guard is present but misbehaves ({reason}). Fix: {fix}."
+        elif guard == "error":
+            text = f"NO VERDICT: the environment could not be probed ({reason}). Fix the cause and rerun."
+        elif guard == "activates":
+            text = (f"Protected: unsloth_zoo {zoo_v} is vulnerable, but a guard in unsloth {uns_v} activates and "
+                    f"passes. Upgrading (fix: {fix}) would remove the need for it.")
+        elif guard == "no-ops":
+            text = f"Safe: unsloth_zoo {zoo_v} carries the fix; the guard in unsloth {uns_v} stays idle."
+        else:
+            text = f"Safe: unsloth_zoo {zoo_v} is not exposed ({check['zoo_meaning'].get(v['zoo'], v['zoo'])})."
+        lines.append(head + text)
+    return "\n  ".join(lines)

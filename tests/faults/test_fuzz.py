@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrix import spec
-from matrix.errors import SpecError
 from matrix.collect import ResultFileError, load_cell
+from matrix.errors import SpecError
 from tests.reports.cells import make_cell
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -70,10 +70,11 @@ def test_the_gate_candidates_use_fixed_since_when_the_requirement_is_unknown() -
 
 
 def test_recommendation_text_names_fixed_since() -> None:
-    cell = {"classification": {"guard": "missing", "guard_reason": ""},
+    cell = {"verdicts": {"k-one": {"guard": "missing", "guard_reason": "", "zoo": "vulnerable", "symptom": "NaN"}},
             "builds": {"zoo": {"version": "3.0"}, "unsloth": {"version": "9.0"}}}
+    check = {"id": "k-one", "hazard": "a made-up hazard", "fix_hint": "upgrade", "zoo_meaning": {}}
     rec = recommended_zoo({"timeline": timeline(REGRESSION, include_yanked=False)})
-    text = recommendation(cell, rec.version if rec else None, rec.confirmed_by if rec else None)
+    text = recommendation(cell, [check], rec.version if rec else None, rec.confirmed_by if rec else None, "k-one")
     assert "unsloth_zoo>=4.0" in text and "unsloth_zoo>=2.0" not in text
     assert "no vulnerable release from it on" in text
 

@@ -1,0 +1,82 @@
+"""The static reading of one entry module: ``Analysis``, its state, and what it records along the forward.
+
+``Analysis`` joins the mixins that hold the reading's parts (module resolution, statements, guards,
+expressions, calls, known operations) and owns the state they share: the modules read so far, the label
+counts found (``sources``), the divisions a count reaches, the escapes, the memo of function results, the
+call stack and the step budget.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import Any
+
+from .calls import Calls
+from .expressions import Expressions
+from .guards import Guards
+from .modules import ModuleResolution
+from .operations import Operations
+from .statements import Statements
+from .values import (
+    MAX_STEPS,
+    Division,
+    Escape,
+    Frame,
+    Func,
+    ModuleCtx,
+    ModuleReader,
+    Unreadable,
+    Val,
+    countish,
+    unguarded,
+)
+
+
+class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operations):
+    """One reading of one entry module. See the package docstring (``static/__init__.py``)."""
+
+    def __init__(self, entry_name: str, entry_file: str, tree: ast.Module, reader: ModuleReader | None):
+        self.reader = reader
+        self.top = entry_name.split(".", maxsplit=1)[0]
+        self.entry = ModuleCtx(entry_name, entry_file, tree)
+        self.modules: dict[str, ModuleCtx | None] = {entry_name: self.entry}
+        self.divisions: list[Division] = []
+        self.escapes: list[Escape] = []
+        self.sources: list[tuple[str, int]] = []
+        self.memo: dict[tuple[Any, ...], Val] = {}
+        self.stack: list[Func] = []
+        self.steps = 0
+        self.resolving: set[tuple[str, str]] = set()
+        self.param_cache: dict[str, Val] = {}
+        self.forward_order: list[str] = []
+        self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
+        self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
+
+    def reset(self) -> None:
+        """Forget what one forward's reading recorded, before reading the next."""
+        self.divisions, self.escapes, self.sources = [], [], []
+        self.memo, self.param_cache, self.stack = {}, {}, []
+        self.poisoned = set()
+        self.steps = 0
+
+
+    # ----------------------------------------------------------------- recording
+
+    def tick(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise Unreadable("the reading ran past its step budget")
+
+    def new_count(self, fr: Frame, line: int) -> Val:
+        if not self.muted:
+            self.sources.append((fr.mod.file, line))
+        return frozenset({("C", fr.mod.file, line)})
+
+    def division(self, fr: Frame, line: int, divisor: Val) -> None:
+        if countish(divisor) and not self.muted:
+            self.divisions.append(Division(fr.mod.file, line, fr.label, divisor))
+
+    def escape(self, fr: Frame, line: int, what: str, vals: Iterable[Val]) -> None:
+        if any(unguarded(v) for v in vals) and not self.muted:
+            self.escapes.append(Escape(fr.mod.file, line, fr.label, what))
