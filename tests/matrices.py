@@ -1,7 +1,7 @@
 """Small matrix files shared by the unit tests."""
 
-# One unsloth build against a vulnerable and a fixed zoo release: cells u1__z1 and u1__z2.
-GOOD = """
+# One unsloth release against the vulnerable zoo release: the cell u1__z1.
+ONE_CELL = """
 schema = 1
 [[build]]
 name = "u1"
@@ -13,7 +13,9 @@ name = "z1"
 package = "unsloth_zoo"
 source = "pypi"
 version = "2026.9.3"
-[[build]]
+"""
+# One unsloth build against a vulnerable and a fixed zoo release: cells u1__z1 and u1__z2.
+GOOD = ONE_CELL + """[[build]]
 name = "z2"
 package = "unsloth_zoo"
 source = "pypi"

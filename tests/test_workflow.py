@@ -37,12 +37,12 @@ def uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
 
 def test_jobs_and_their_order(wf: dict[str, Any]) -> None:
     jobs = wf["jobs"]
-    assert set(jobs) == {"tests", "list", "cell", "gpu", "merge"}
+    assert set(jobs) == {"tests", "list", "cell", "gpu", "gpu-wheelhouse", "gpu-offline", "merge"}
     assert jobs["cell"]["needs"] == "list"
     assert jobs["cell"]["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.list.outputs.matrix) }}"}
     assert jobs["list"]["outputs"]["matrix"] == "${{ steps.cells.outputs.matrix }}"
     assert any("$NOX --list --json | " in r and "skewmatrix ci-matrix" in r for r in runs(jobs["list"]))
-    assert jobs["merge"]["needs"] == ["cell", "gpu"]
+    assert jobs["merge"]["needs"] == ["cell", "gpu", "gpu-offline"]
     # the merge runs when cells failed (that is when it matters), not when the run was cancelled
     assert "!cancelled()" in jobs["merge"]["if"]
 
@@ -107,7 +107,8 @@ def test_gpu_job_runs_the_same_session_and_matrix_and_is_merged(wf: dict[str, An
     assert wf["env"]["SKEWMATRIX_MATRIX"] == "${{ inputs.matrix || 'matrix/default.toml' }}"
     assert not any("SKEWMATRIX_MATRIX" in j.get("env", {}) for j in wf["jobs"].values())
     downloads = uses(wf["jobs"]["merge"], "actions/download-artifact")
-    assert {d["with"].get("name") or d["with"].get("pattern") for d in downloads} == {"cell-*", "gpu-cells"}
+    assert {d["with"].get("name") or d["with"].get("pattern") for d in downloads} == {"cell-*", "gpu-cells",
+                                                                                      "gpu-offline-cells"}
 
 
 def test_tests_job_installs_chromium_and_runs_the_readme_command(wf: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from reports.render.base import Renderer
 from reports.render.html_base import CSS, SCRIPT, advice_html, anchor, esc, guard_class, table
 from reports.render.html_cell import cell_details
 from reports.render.view import (
+    build_descriptions,
     cell_failed,
     grid_index,
     report_checks,
@@ -135,10 +136,7 @@ class HtmlRenderer(Renderer):
     def _grid(self, report: dict[str, Any], cells: list[dict[str, Any]]) -> str:
         grid = report.get("grid") or {}
         zoos, rows = list(grid.get("zoo") or []), list(grid.get("unsloth") or [])
-        zdesc = {e["builds"]["zoo"]["name"]: e["builds"]["zoo"].get("describe", "") for e in cells
-                 if isinstance((e.get("builds") or {}).get("zoo"), dict)}
-        udesc = {e["builds"]["unsloth"]["name"]: e["builds"]["unsloth"].get("describe", "") for e in cells
-                 if isinstance((e.get("builds") or {}).get("unsloth"), dict)}
+        zdesc, udesc = build_descriptions(cells)
         checks = report_checks(report)
         labels = short_labels(checks)
         head = "".join(f'<th scope="col">{esc(z)}<small>{esc(zdesc.get(z))}</small></th>' for z in zoos)

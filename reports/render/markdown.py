@@ -17,6 +17,7 @@ from reports.render.base import Renderer, fmt_seconds, short_digest
 from reports.render.view import (
     TRAIN_HEADERS,
     admissible_text,
+    build_descriptions,
     grid_index,
     plural,
     report_checks,
@@ -127,10 +128,7 @@ class MarkdownRenderer(Renderer):
     def _grid(report: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         grid = report.get("grid") or {}
         zoos, rows = list(grid.get("zoo") or []), list(grid.get("unsloth") or [])
-        zdesc = {e["builds"]["zoo"]["name"]: e["builds"]["zoo"].get("describe", "") for e in cells
-                 if isinstance((e.get("builds") or {}).get("zoo"), dict)}
-        udesc = {e["builds"]["unsloth"]["name"]: e["builds"]["unsloth"].get("describe", "") for e in cells
-                 if isinstance((e.get("builds") or {}).get("unsloth"), dict)}
+        zdesc, udesc = build_descriptions(cells)
         out = ["| unsloth \\ zoo | " + " | ".join(_esc(f"{z} ({zdesc.get(z, '-')})") for z in zoos) + " |",
                "|---|" + "---|" * len(zoos)]
         at = grid_index(report)

@@ -363,3 +363,15 @@ def run_title(run: dict[str, Any]) -> str:
     outcome = f"{run.get('outcome') or 'n/a'}" + (f" from step {first}" if first is not None else "")
     return f"run {run.get('name') or '-'} (gradient accumulation {run.get('gradient_accumulation_steps') or '-'}): " \
            f"{outcome}"
+
+
+def build_descriptions(cells: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(zoo name -> describe, unsloth name -> describe)`` over the cells that carry their builds."""
+    out: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    for e in cells:
+        builds = e.get("builds") or {}
+        for i, role in enumerate(("zoo", "unsloth")):
+            if isinstance(builds.get(role), dict):
+                out[i][builds[role]["name"]] = builds[role].get("describe", "")
+    return out
+

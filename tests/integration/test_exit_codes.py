@@ -14,23 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.harness import explain, run_nox
+from tests.matrices import ONE_CELL
 
 pytestmark = pytest.mark.integration
 
 FUSED, CPU = "fused-ce-masked-nan", "cpu-ce-masked-nan"
-BASE = """
-schema = 1
-[[build]]
-name = "u1"
-package = "unsloth"
-source = "pypi"
-version = "2026.10.9"
-[[build]]
-name = "z1"
-package = "unsloth_zoo"
-source = "pypi"
-version = "2026.9.3"
-"""
+BASE = ONE_CELL
 
 
 def matrix_file(tmp: Path, name: str, expect: str = "") -> Path:
