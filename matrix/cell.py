@@ -30,6 +30,7 @@ from matrix.progress import ticking
 from matrix.sources import Materialized
 from matrix.spec import REPO_ROOT, Build, Cell, CellOptions, Matrix
 from matrix.tools import run_tool, uv_bin
+from probes.checks import ids as check_ids
 from reports.model import CELL_SCHEMA
 
 PROBES_DIR = REPO_ROOT / "probes"
@@ -349,7 +350,10 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
         run.fail(kind, f"python -m probes {what}", log_tail(log) or log_tail(work / "probes.log"))
         return run.finish()
     probes = json.loads((work / "probes.json").read_text(encoding="utf-8"))
-    run.record["checks"] = probes.pop("checks", {})
+    found = probes.pop("checks", {})
+    # In registry order (the probe JSON's keys are sorted), so the first failing step named is the first run.
+    order = {cid: i for i, cid in enumerate(check_ids())}
+    run.record["checks"] = dict(sorted(found.items(), key=lambda kv: order.get(kv[0], len(order))))
     run.record["probes"] = probes
     steps = [(cid, s) for cid, section in run.record["checks"].items() for s in section.get("steps", [])]
     for cid, s in steps:

@@ -7,11 +7,18 @@ name before reading, by text after, or by a closure that reads as it goes);
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from matrix.errors import SkewmatrixError
+
+# CPython 3.11 builds ASTs with interpreter-global recursion bookkeeping that concurrent `ast.parse` calls
+# corrupt ("SystemError: AST constructor recursion depth mismatch", seen here under the scan's download
+# threads). Every AST reading in the scan holds this lock; downloads still overlap, and the analyses are
+# CPU-bound under the GIL anyway.
+AST_LOCK = threading.RLock()
 
 SCHEMA = "skewmatrix.scan/2"
 # Bump when the set of members an extract keeps changes: old extracts are then fetched again.

@@ -26,7 +26,7 @@ from matrix.scan import unsloth as unsloth_mod
 from matrix.scan import zoo as zoo_mod
 from matrix.scan.cache import ScanIndex, analysis_path, read_json, write_atomic
 from matrix.scan.fetch import Fetcher
-from matrix.scan.model import SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
+from matrix.scan.model import AST_LOCK, SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
 from matrix.scan.policy import admitted_floor, exposure, parse_spec, select, timeline
 from matrix.settings import scan_cache_dir
 
@@ -127,7 +127,8 @@ def _read_all(jobs: list[tuple[_Kind, Release]], fetcher: Fetcher, workers: int,
             row = {**entry, **kind.unknown(str(exc))}
             progress.tick(kind, row, time.monotonic() - t0)
             return row
-        result = kind.analyze(ex)
+        with AST_LOCK:  # see AST_LOCK: the detectors parse source
+            result = kind.analyze(ex)
         if path is not None:
             write_atomic(path, json.dumps({**result, "integrity": ex.integrity}))
         entry["file"]["integrity"] = ex.integrity

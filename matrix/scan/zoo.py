@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from matrix.scan.model import Extract, Want
+from matrix.scan.model import AST_LOCK, Extract, Want
 from probes import checks
 
 
@@ -67,7 +67,8 @@ def _imports(path: str, text: str) -> set[str]:
     """Dotted ``unsloth_zoo`` modules a module imports, relative imports resolved (and ``from m import name``
     also as ``m.name``, which may be a submodule)."""
     try:
-        tree = ast.parse(text)
+        with AST_LOCK:
+            tree = ast.parse(text)
     except SyntaxError:
         return set()
     module, is_pkg = _module_of(path)

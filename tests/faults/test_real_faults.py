@@ -139,7 +139,8 @@ def test_faulty_matrix_finishes_and_reports_every_cell(faults: dict) -> None:
 def test_hanging_probe_is_a_timeout_with_log_tail(faults: dict) -> None:
     cell = cells(faults["out"])["u-hang__z"]
     assert cell["error"]["kind"] == "timeout"
-    assert "probe guard: unsloth did not finish within 40 s" in cell["error"]["message"]
+    # the unsloth process hung: its first step (the first registered check's guard probe) names it
+    assert f"probe {FUSED}/guard: unsloth did not finish within 40 s" in cell["error"]["message"]
     assert "===== unsloth" in cell["error"]["log_tail"]
     steps = {s["name"]: s for s in cell["probes"]["steps"]}
     assert steps["runtime"]["status"] == "ok"  # the raw phase never imports unsloth
