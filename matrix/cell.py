@@ -63,8 +63,11 @@ def log_tail(path: Path, n: int = 40) -> str:
 
 
 def build_entry(b: Build) -> dict[str, Any]:
-    return {"name": b.name, "package": b.package, "source": b.source.KIND, "describe": b.describe(),
-            "version": b.source.version_hint()}
+    entry = {"name": b.name, "package": b.package, "source": b.source.KIND, "describe": b.describe(),
+             "version": b.source.version_hint()}
+    if b.guard_module:
+        entry["guard_module"] = b.guard_module
+    return entry
 
 
 class CellRun:
@@ -168,6 +171,7 @@ def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
         "builds": {role: {"pin": m.pin if m.digest is None else None, "digest": m.digest}
                    for role, m in sorted(made.items())},
         "options": dict(sorted(cell.options.__dict__.items())),
+        "guard_module": cell.unsloth.guard_module,
         "probes": probes_digest(),
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
@@ -330,6 +334,9 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV"))}
     env["PYTHONPATH"] = str(probes_path(cdir))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    guard_module = run.record["builds"]["unsloth"].get("guard_module")
+    if guard_module:  # the build names its guard protocol module; the probes read it (probes/checks/*/phases.py)
+        env["SKEWMATRIX_GUARD_MODULE"] = guard_module
     # The probes need no network: keep the libraries under test off it (hubs, telemetry).
     env.update(OFFLINE_ENV)
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,

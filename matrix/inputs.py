@@ -92,3 +92,14 @@ def index_problems(build: Any, where: str, index: IndexClient) -> list[str]:
         return []
     near = ", ".join(str(v) for v in nearest_versions(wanted, available))
     return [f"{where}: {build.package} {src.version} does not exist on the index; nearest releases: {near or 'none'}"]
+
+
+# An unsloth build may name the guard protocol module the probes load (``guard_module``): a dotted name only.
+GUARD_MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+
+def guard_module_problems(where: str, value: Any, package: Any) -> list[str]:
+    if value is None or (isinstance(value, str) and GUARD_MODULE_RE.fullmatch(value) and package == "unsloth"):
+        return []
+    return [f"{where}: guard_module = {value!r} must be a dotted module name (e.g. 'unsloth.my_guard') "
+            "on an unsloth build"]

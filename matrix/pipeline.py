@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import shard, spec
+from matrix import inputs, shard, spec
 from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
 from matrix.collect import load_cells
 from matrix.errors import SkewmatrixError
@@ -68,7 +68,7 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
     acquire_run_lock(out)
     log(f"[{cell_id}] {cell.unsloth.describe()} x {cell.zoo.describe()} -> {out / 'cells' / cell_id}")
     index = IndexClient()
-    problems = [p for b in (cell.unsloth, cell.zoo) for p in spec.index_problems(b, f"build {b.name!r}", index)]
+    problems = [p for b in (cell.unsloth, cell.zoo) for p in inputs.index_problems(b, f"build {b.name!r}", index)]
     unreachable = [p for p in problems if "cannot check version" in p]
     if problems and not unreachable:
         for p in problems:

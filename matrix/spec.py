@@ -19,10 +19,9 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix import expect
+from matrix import expect, inputs
 from matrix.errors import SpecError
 from matrix.index import IndexClient
-from matrix.inputs import CONTROL_RE, cached_anchor_problems, index_problems, requirement_value_problem
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
 from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
@@ -93,6 +92,7 @@ class Build:
     name: str
     package: str  # canonical distribution name: "unsloth" or "unsloth-zoo"
     source: BuildSource
+    guard_module: str | None = None  # the guard protocol module the probes load (default: the check's own)
 
     @property
     def role(self) -> str:
@@ -181,7 +181,7 @@ def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tu
             problems.append(f"{where}: python = {value!r} must look like '3.11'")
             continue
         if key == "torch":
-            bad = requirement_value_problem(where, key, value, "torch")
+            bad = inputs.requirement_value_problem(where, key, value, "torch")
             if bad:
                 problems.append(bad)
                 continue
@@ -199,7 +199,7 @@ def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tup
         where = f"[[build]] #{i} {name!r}"
     kind = table.get("source")
     src_cls = SOURCE_KINDS.get(kind) if isinstance(kind, str) else None
-    allowed: dict[str, Any] = {**BUILD_KEYS, **(src_cls.KEYS if src_cls else {})}
+    allowed: dict[str, Any] = {**BUILD_KEYS, "guard_module": str, **(src_cls.KEYS if src_cls else {})}
     if src_cls is None:
         # Unknown kind: only judge the common keys, the rest depends on the kind.
         allowed.update({k: object for k in table if k not in BUILD_KEYS})
@@ -214,6 +214,7 @@ def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tup
     if isinstance(package, str) and canonicalize_name(package) not in PACKAGES:
         problems.append(f"{where}: package {package!r} is not one of unsloth, unsloth_zoo"
                         f"{suggest(package, ['unsloth', 'unsloth_zoo'])}")
+    problems += inputs.guard_module_problems(where, table.get("guard_module"), package)
     if isinstance(kind, str) and src_cls is None:
         problems.append(f"{where}: unknown source kind {kind!r}{suggest(kind, SOURCE_KINDS)}; "
                         f"valid kinds: {', '.join(SOURCE_KINDS)}")
@@ -282,7 +283,7 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
     builds: dict[str, Build] = {}
     for name, (package, kind, tbl) in parsed.items():
         src = SOURCE_KINDS[kind].from_table(package, tbl, base_dir)
-        builds[name] = Build(name, package, src)
+        builds[name] = Build(name, package, src, tbl.get("guard_module"))
     # Link backports to their base, then run each source's own checks.
     for name, b in list(builds.items()):
         src = b.source
@@ -301,10 +302,10 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
                 continue
             src = BackportSource(package=src.package, base_dir=src.base_dir, base=src.base,
                                  backport=src.backport, base_source=base.source)
-            builds[name] = Build(name, b.package, src)
-            problems += cached_anchor_problems(src, name, where)
-        if isinstance(src, PypiSource) and isinstance(src.version, str) and CONTROL_RE.search(src.version):
-            problems.append(str(requirement_value_problem(where, "version", src.version, b.package)))
+            builds[name] = Build(name, b.package, src, b.guard_module)
+            problems += inputs.cached_anchor_problems(src, name, where)
+        if isinstance(src, PypiSource) and isinstance(src.version, str) and inputs.CONTROL_RE.search(src.version):
+            problems.append(str(inputs.requirement_value_problem(where, "version", src.version, b.package)))
             continue
         problems += src.problems(where)
 
@@ -396,4 +397,4 @@ def _expand(pairs: dict[str, Any], builds: dict[str, Build], by_role: dict[str, 
 
 def _check_index(builds: dict[str, Build], first_seen: dict[str, int], index: IndexClient) -> list[str]:
     return [p for name, b in builds.items() for p in
-            index_problems(b, f"[[build]] #{first_seen[name]} {name!r}", index)]
+            inputs.index_problems(b, f"[[build]] #{first_seen[name]} {name!r}", index)]

@@ -195,3 +195,17 @@ def test_pair_options_must_be_a_table(tmp_path: Path) -> None:
     text = GOOD + '[pairs]\nproduct = false\ninclude = [{ unsloth = "u1", zoo = "z1", options = "fast" }]\n'
     got = problems(tmp_path, text, check_index=False)
     assert any("include #1 options: must be a table, got str 'fast'" in p for p in got)
+
+
+def test_guard_module_per_unsloth_build(tmp_path: Path) -> None:
+    text = GOOD.replace('name = "u1"', 'name = "u1"\nguard_module = "unsloth.their_guard"')
+    m = spec.load(write(tmp_path, text), index=FakeIndex())
+    assert {c.unsloth.guard_module for c in m.cells} == {"unsloth.their_guard"}
+    assert {c.zoo.guard_module for c in m.cells} == {None}
+
+
+@pytest.mark.parametrize(("where", "value"), [("u1", "not a module"), ("u1", "single"), ("z1", "unsloth_zoo.x")])
+def test_guard_module_must_be_dotted_and_on_unsloth(tmp_path: Path, where: str, value: str) -> None:
+    text = GOOD.replace(f'name = "{where}"', f'name = "{where}"\nguard_module = "{value}"')
+    got = problems(tmp_path, text, check_index=False)
+    assert any("[[build]] #" in p and f"guard_module = {value!r} must be a dotted module name" in p for p in got), got
