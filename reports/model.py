@@ -79,10 +79,3 @@ def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] |
                  "failed_cells": [e["cell_id"] for e in entries if e["gate_fail"]]},
         "cells": entries,
     }
-
-
-def cell_at(report: dict[str, Any], unsloth: str, zoo: str) -> dict[str, Any] | None:
-    for e in report["cells"]:
-        if e["builds"]["unsloth"]["name"] == unsloth and e["builds"]["zoo"]["name"] == zoo:
-            return e
-    return None

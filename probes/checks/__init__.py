@@ -98,14 +98,6 @@ def ids() -> list[str]:
     return [i.id for i in infos()]
 
 
-def by_id(check_id: str) -> str:
-    """The registry name (folder) of a check id; KeyError when unknown."""
-    for name in REGISTRY:
-        if info(name).id == check_id:
-            return name
-    raise KeyError(check_id)
-
-
 def verdict_module(name: str) -> ModuleType:
     return importlib.import_module(f"{package(name)}.verdict")
 

@@ -163,3 +163,16 @@ def training(check: dict[str, Any]) -> Training | None:
     outcome = r.get("outcome") if r.get("outcome") in TRAINING_OUTCOMES else "error"
     first = r.get("first_nan_step")
     return Training(outcome, str(r.get("reason") or outcome), first if isinstance(first, int) else None)
+
+
+def precondition(check: dict[str, Any], zoo: ZooState, zoo_reason: str) -> tuple[GuardState, str] | None:
+    """The ``error`` every check shares: no guard probe result, or no agreed zoo state; None when it can judge."""
+    s = step(check, "guard")
+    if s is None or s.get("status") != "ok":
+        return GuardState.ERROR, f"import unsloth / guard probe: {step_reason(s, 'guard')}"
+    if zoo is ZooState.UNKNOWN:
+        return GuardState.ERROR, f"zoo state unknown: {zoo_reason}"
+    if zoo is ZooState.INCONSISTENT:
+        return GuardState.ERROR, f"zoo detectors disagree: {zoo_reason}"
+    return None
+

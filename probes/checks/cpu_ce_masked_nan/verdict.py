@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.vocabulary import GuardState, Verdict, ZooState, behavior_counts, step, step_reason, zoo_state
+from probes.checks.vocabulary import (
+    GuardState,
+    Verdict,
+    ZooState,
+    behavior_counts,
+    precondition,
+    step_result,
+    zoo_state,
+)
 
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
@@ -19,14 +27,10 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
         return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, None, symptom)
 
-    g_step = step(check, "guard")
-    if g_step is None or g_step.get("status") != "ok":
-        return out(GuardState.ERROR, f"import unsloth / guard probe: {step_reason(g_step, 'guard')}")
-    g = g_step.get("result") or {}
-    if zoo is ZooState.UNKNOWN:
-        return out(GuardState.ERROR, f"zoo state unknown: {zoo_reason}")
-    if zoo is ZooState.INCONSISTENT:
-        return out(GuardState.ERROR, f"zoo detectors disagree: {zoo_reason}")
+    blocked = precondition(check, zoo, zoo_reason)
+    if blocked is not None:
+        return out(*blocked)
+    g = step_result(check, "guard") or {}
     if zoo is ZooState.ABSENT:
         return out(GuardState.NOT_NEEDED, "no CPU-backend kernel in this zoo")
     if g.get("original") is None:

@@ -18,8 +18,8 @@ from probes.checks.vocabulary import (
     Verdict,
     ZooState,
     behavior_counts,
-    step,
-    step_reason,
+    precondition,
+    step_result,
     training,
     zoo_state,
 )
@@ -53,14 +53,10 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
         return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom)
 
-    guard_step = step(check, "guard")
-    if guard_step is None or guard_step.get("status") != "ok":
-        return out(GuardState.ERROR, f"import unsloth / guard probe: {step_reason(guard_step, 'guard')}")
-    g = guard_step.get("result") or {}
-    if zoo is ZooState.UNKNOWN:
-        return out(GuardState.ERROR, f"zoo state unknown: {zoo_reason}")
-    if zoo is ZooState.INCONSISTENT:
-        return out(GuardState.ERROR, f"zoo detectors disagree: {zoo_reason}")
+    blocked = precondition(check, zoo, zoo_reason)
+    if blocked is not None:
+        return out(*blocked)
+    g = step_result(check, "guard") or {}
     replaced = not (g.get("forward") or {}).get("original", True)
     module_found = bool(behavior and behavior.get("guard_found"))
     present = replaced or module_found
