@@ -1,14 +1,17 @@
-"""Plain words for a failing check in a cell: who can reach the pairing, the fix, and the next step.
+"""Plain words for a failing check in a cell: its reach, who installs the pairing, the fix, the next step.
 
 Pure: from one report entry (a cell with its verdicts) and the report's
 dict of one check (``report["checks"][i]``: ``fix_hint`` and friends) to an
-:class:`Advice` of three sentences. Every format prints the same three
+:class:`Advice` of four sentences. Every format prints the same four
 (terminal, Markdown, HTML, step summary, the JUnit failure message), so a
 reader learns the same thing wherever they look (issue 13).
 
-*Reach* comes from the cell's ``admissible`` record: whether a plain
-``pip install`` / ``uv pip install`` of the two builds admits the pairing,
-or only an explicit pin or a lockfile reaches it. *Fix* is the check's own
+*Reach* is the verdict's: does a real training run on this cell show the
+symptom (``exposed``), stay clean (``latent``), or is there no evidence
+(``unknown``), with the check's plain words. *Install* comes from the cell's
+``admissible`` record: whether a plain ``pip install`` / ``uv pip install``
+of the two builds admits the pairing, or only an explicit pin or a lockfile
+gets it. *Fix* is the check's own
 ``fix_hint``, plus the first zoo release that carries the fix when a scan
 found one. The *next step* is one sentence per guard state.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-REACH = {
+INSTALL = {
     True: "a plain `pip install` / `uv pip install` admits this pairing",
     False: "only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
     None: "unknown whether a plain install admits this pairing: the resolver check did not run",
@@ -42,13 +45,15 @@ NEXT_STEP = {
 class Advice:
     """Three sentences a user can act on."""
 
-    reach: str
+    install: str
     fix: str
     next_step: str
+    reach: str = ""
 
     def lines(self) -> list[tuple[str, str]]:
         """(label, sentence) pairs in reading order, as every format prints them."""
-        return [("reach", self.reach), ("fix", self.fix), ("next step", self.next_step)]
+        head = [("reach", self.reach)] if self.reach else []
+        return [*head, ("install", self.install), ("fix", self.fix), ("next step", self.next_step)]
 
 
 def fixed_since(report: dict[str, Any], check_id: str) -> str | None:
@@ -81,7 +86,7 @@ def advice(entry: dict[str, Any], check: dict[str, Any], *, fixed: str | None = 
     """
     adm = entry.get("admissible")
     value = adm.get("value") if isinstance(adm, dict) else None
-    reach = REACH.get(value if isinstance(value, bool) else None, REACH[None])
+    install = INSTALL.get(value if isinstance(value, bool) else None, INSTALL[None])
     fix = _sentence(str(check.get("fix_hint") or "No fix is recorded for this check"))
     if fixed:
         fix += f" unsloth_zoo>={fixed} carries the fix."
@@ -89,4 +94,9 @@ def advice(entry: dict[str, Any], check: dict[str, Any], *, fixed: str | None = 
     v = verdicts.get(check.get("id")) if isinstance(verdicts, dict) else None
     guard = str(v.get("guard")) if isinstance(v, dict) else "error"
     next_step = NEXT_STEP.get(guard, f"Rerun this cell: its state {guard!r} is not one this report knows.")
-    return Advice(reach=reach, fix=fix, next_step=next_step)
+    if guard == "missing" and isinstance(v, dict) and v.get("reach") == "latent":
+        next_step = ("Nothing breaks on this stack's trainer today; move to a zoo release that carries the fix "
+                     "before a route that sends the faulting input reaches it (strict mode fails it now).")
+    reach = f"{v['reach']}: {v.get('reach_reason') or ''}".rstrip(": ") if isinstance(v, dict) and v.get("reach") \
+        else ""
+    return Advice(install=install, fix=fix, next_step=next_step, reach=reach)

@@ -42,10 +42,15 @@ class CheckOutcome:
     state: str
     expected: str | None
     kind: Kind
+    reach: str | None = None
+    warn: bool = False  # a failing state the gate lets pass (``missing`` with reach ``latent``): a warning
+    reach_reason: str = ""
 
     def describe(self) -> str:
         """One line: what happened and, for a failure, why it counts as one."""
-        head = f"{self.cell_id} {self.check}: {self.state}"
+        head = f"{self.cell_id} {self.check}: {self.state}" + (f" ({self.reach})" if self.reach else "")
+        if self.warn and self.kind == "pass":
+            return f"{head} (WARN: passes the gate; {self.reach_reason}; strict mode fails it)"
         if self.kind == "xfail":
             return f"{head} (XFAIL: expected)"
         if self.kind == "xpass":
@@ -90,9 +95,29 @@ class Outcome:
         verdict = "ok" if self.exit_code == EXIT_OK else "FAILED"
         return f"gate {verdict}: {counts} (cell x check; failing states: {', '.join(sorted(self.failing_states))})"
 
+    def warnings(self) -> list[CheckOutcome]:
+        """Failing states the gate lets pass (``missing``, reach ``latent``), neither expected nor failing."""
+        return [c for c in self.checks if c.warn and c.kind == "pass"]
+
     def lines(self) -> list[str]:
-        """One line per (cell, check) that is not a plain pass, worst first."""
-        return [c.describe() for k in KIND_ORDER[:3] for c in self.of_kind(k)]
+        """One line per (cell, check) that is not a plain pass, worst first; warnings last."""
+        return [c.describe() for k in KIND_ORDER[:3] for c in self.of_kind(k)] + [
+            c.describe() for c in self.warnings()]
+
+    def headline(self) -> str:
+        """What every format opens with: the exit code's verdict in words (``GATE PASS``/``GATE FAIL``)."""
+        n = len({c.cell_id for c in self.checks})
+        cells = f"{n} cell" + ("" if n == 1 else "s")
+        fails = self.of_kind("fail") + self.of_kind("xpass")
+        if fails:
+            bad = len({c.cell_id for c in fails})
+            stale = len(self.of_kind("xpass"))
+            stale_words = f" ({stale} stale expectation(s), XPASS)" if stale else ""
+            return f"GATE FAIL: {bad} of {cells} fail{'s' if n == 1 else ''}{stale_words}"
+        extra = [f"{len(self.of_kind('xfail'))} expected failure(s), XFAIL"] if self.of_kind("xfail") else []
+        extra += [f"{len(self.warnings())} latent warning(s), WARN"] if self.warnings() else []
+        notes = f" ({'; '.join(extra)})" if extra else ""
+        return f"GATE PASS: {'all ' if n > 1 else ''}{cells} pass{'es' if n == 1 else ''}{notes}"
 
 
 def judge(state: str, failing: bool, expected: str | None, failing_states: frozenset[str]) -> Kind:
@@ -111,14 +136,15 @@ def evaluate(report: dict[str, Any]) -> Outcome:
     failing_states = frozenset(gate.get("failing_states", FAILING_BY_DEFAULT))
     out: list[CheckOutcome] = []
     for entry in report["cells"]:
-        cell_id = entry["cell_id"]
+        cell_id = str(entry.get("cell_id"))
         verdicts: dict[str, Any] = entry.get("verdicts") or {}
         expect: dict[str, str] = entry.get("expect") or {}
         for check, verdict in verdicts.items():
             state = verdict["guard"]
             failing = bool(verdict.get("gate_fail", state in failing_states))
             kind = judge(state, failing, expect.get(check), failing_states)
-            out.append(CheckOutcome(cell_id, check, state, expect.get(check), kind))
+            out.append(CheckOutcome(cell_id, check, state, expect.get(check), kind, verdict.get("reach"),
+                                    bool(verdict.get("gate_warn")), str(verdict.get("reach_reason") or "")))
         for check in expect.keys() - verdicts.keys():
             # An expectation about a check the cell has no verdict for cannot be met: stale.
             out.append(CheckOutcome(cell_id, check, "no verdict", expect[check], "fail"))
@@ -149,13 +175,21 @@ def recommendation(cell: dict[str, Any], checks: list[dict[str, Any]], fixed_sin
         since = fixed_since if scan_check in (None, check["id"]) else None
         fix = (f"unsloth_zoo>={since} (no vulnerable release from it on, per the scan; {how})" if since
                else check["fix_hint"])
-        guard, reason = v["guard"], v["guard_reason"]
+        guard, reason, reach = v["guard"], v["guard_reason"], v.get("reach")
         head = f"{check['id']}: "
-        if guard == "missing":
-            text = (f"EXPOSED: with unsloth_zoo {zoo_v} and unsloth {uns_v}, {check['hazard']}; nothing guards it "
-                    f"({v.get('symptom') or reason}). Fix: {fix}.")
+        if guard == "missing" and reach == "latent":
+            text = (f"LATENT: with unsloth_zoo {zoo_v} and unsloth {uns_v}, {check['hazard']}, and nothing guards "
+                    f"it; but {v.get('reach_reason')}. "
+                    + ("The gate fails it in strict mode. " if not v.get("gate_fail") else "Strict mode fails it. ")
+                    + f"Fix: {fix}.")
+        elif guard == "missing":
+            how = ("a real training run on this stack shows it" if reach == "exposed"
+                   else "no training run shows whether your trainer reaches it, so it counts as exposed")
+            text = (f"EXPOSED: with unsloth_zoo {zoo_v} and unsloth {uns_v}, {check['hazard']}; nothing guards it, "
+                    f"and {how} ({v.get('symptom') or v.get('reach_reason') or reason}). Fix: {fix}.")
         elif guard == "broken":
-            text = f"EXPOSED: a guard is present but misbehaves ({reason}). Fix: {fix}."
+            text = (f"BROKEN: a guard is present but misbehaves ({reason}); a defective guard fails the gate "
+                    f"whatever the route ({reach}: {v.get('reach_reason')}). Fix: {fix}.")
         elif guard == "error":
             text = f"NO VERDICT: the environment could not be probed ({reason}). Fix the cause and rerun."
         elif guard == "activates":

@@ -13,17 +13,19 @@ from dataclasses import asdict
 from typing import Any
 
 from probes import checks
-from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES, GuardState, Verdict, ZooState
+from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES, REACHES, GuardState, Reach, Verdict, ZooState
 
 REPORT_SCHEMA = "skewmatrix.report/2"
 CELL_SCHEMA = "skewmatrix.cell/2"
 
 
 def _error_verdict(reason: str) -> Verdict:
-    return Verdict(ZooState.UNKNOWN, "not probed", "unknown", "unknown", GuardState.ERROR, reason)
+    return Verdict(ZooState.UNKNOWN, "not probed", "unknown", "unknown", GuardState.ERROR, reason,
+                   reach=Reach.UNKNOWN, reach_reason="the cell was not probed, so no training run either")
 
 
-def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT) -> dict[str, dict[str, Any]]:
+def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT,
+             strict: bool = False) -> dict[str, dict[str, Any]]:
     """Every registered check's verdict for one cell, as dicts (see ``Verdict.to_dict``)."""
     out = {}
     error = cell.get("error")
@@ -37,7 +39,7 @@ def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT)
             v = _error_verdict("this check did not run in the cell (older probes, or --check excluded it)")
         else:
             v = checks.verdict_module(name).classify(section, cell)
-        out[info.id] = v.to_dict(failing)
+        out[info.id] = v.to_dict(failing, strict)
     return out
 
 
@@ -47,7 +49,8 @@ def check_table() -> list[dict[str, Any]]:
 
 
 def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] | None = None,
-                 failing: frozenset[str] = FAILING_BY_DEFAULT) -> dict[str, Any]:
+                 failing: frozenset[str] = FAILING_BY_DEFAULT, strict: bool = False) -> dict[str, Any]:
+    """The report of ``cells``. ``strict``: ``missing`` fails the gate even where its reach is ``latent``."""
     if order is not None:
         rank = {cid: i for i, cid in enumerate(order)}
         cells = sorted(cells, key=lambda c: rank.get(c["cell_id"], len(rank)))
@@ -62,12 +65,15 @@ def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] |
             rows.append(u)
         if z not in cols:
             cols.append(z)
-        v = verdicts(cell, failing)
+        v = verdicts(cell, failing, strict)
         entries.append({**cell, "verdicts": v, "gate_fail": any(x["gate_fail"] for x in v.values())})
     summary = {c["id"]: dict.fromkeys(GUARD_STATES, 0) for c in table}
+    reach = {c["id"]: dict.fromkeys(REACHES, 0) for c in table}
     for e in entries:
         for cid, v in e["verdicts"].items():
             summary[cid][v["guard"]] += 1
+            if v.get("reach"):
+                reach[cid][v["reach"]] += 1
     return {
         "schema": REPORT_SCHEMA,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -75,7 +81,10 @@ def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] |
         "checks": table,
         "grid": {"unsloth": rows, "zoo": cols},
         "summary": summary,
-        "gate": {"failing_states": sorted(failing),
-                 "failed_cells": [e["cell_id"] for e in entries if e["gate_fail"]]},
+        "reach_summary": reach,
+        "gate": {"failing_states": sorted(failing), "strict": strict,
+                 "failed_cells": [e["cell_id"] for e in entries if e["gate_fail"]],
+                 "warned_cells": [e["cell_id"] for e in entries
+                                  if any(x.get("gate_warn") for x in e["verdicts"].values())]},
         "cells": entries,
     }

@@ -36,7 +36,35 @@ FAILING_BY_DEFAULT: frozenset[str] = frozenset({GuardState.MISSING.value, GuardS
 GUARD_STATES: tuple[str, ...] = tuple(s.value for s in GuardState)
 ZOO_STATES: tuple[str, ...] = tuple(s.value for s in ZooState)
 
-TRAINING_OUTCOMES = ("clean", "nan-logged", "nan-weights", "n/a", "error")
+class Reach(str, enum.Enum):
+    """Does a real training run on this cell, on the route by which the check's kernel is reached, show it?
+
+    Judged for the failing guard states only (a passing state has no reach):
+
+    * ``exposed`` -- the run shows the symptom (NaN logged loss, non-finite weights, or a crash);
+    * ``latent`` -- the run reached the kernel with fully masked micro-batches and stayed clean: the
+      trainer of this stack does not send the input that breaks the kernel (the reason names both);
+    * ``unknown`` -- no run on that route, or the run could not run: no evidence, treated like exposed.
+    """
+
+    EXPOSED = "exposed"
+    LATENT = "latent"
+    UNKNOWN = "unknown"
+
+
+REACHES: tuple[str, ...] = tuple(r.value for r in Reach)
+TRAINING_OUTCOMES = ("clean", "nan-logged", "nan-weights", "crash", "n/a", "error")
+# What a user's run would show: a NaN logged or stored, or the run dying inside the trainer.
+SYMPTOM_OUTCOMES = frozenset({"nan-logged", "nan-weights", "crash"})
+
+
+def fails_gate(guard: str, reach: str | None, failing: frozenset[str] = FAILING_BY_DEFAULT,
+               strict: bool = False) -> bool:
+    """The gate's rule, in one place: a failing state fails, except ``missing`` whose reach is ``latent``
+    (a warning) unless ``strict``. ``broken`` and ``error`` fail whatever the route."""
+    if guard not in failing:
+        return False
+    return strict or not (guard == GuardState.MISSING.value and reach == Reach.LATENT.value)
 
 
 @dataclass(frozen=True)
@@ -66,6 +94,9 @@ class Training:
     outcome: str = "n/a"  # one of TRAINING_OUTCOMES
     reason: str = "no training probe in this check"
     first_nan_step: int | None = None
+    kernel_calls: int | None = None  # calls of the check's kernel during the run (None: not recorded)
+    masked_inputs: tuple[str, ...] = ()  # the counts the kernel received on micro-batches with no label left
+    stack: str = ""  # "transformers X, TRL Y": the trainer stack the run used
 
     def label(self) -> str:
         if self.outcome in ("nan-logged", "nan-weights") and self.first_nan_step is not None:
@@ -74,7 +105,13 @@ class Training:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in ("nan-logged", "nan-weights")
+        """The run shows what a user would see: a NaN logged or stored, or a crash inside the trainer."""
+        return self.outcome in SYMPTOM_OUTCOMES
+
+    @property
+    def reached_masked(self) -> bool:
+        """The kernel ran during the run and received at least one micro-batch with no label left."""
+        return bool(self.kernel_calls) and bool(self.masked_inputs)
 
 
 @dataclass(frozen=True)
@@ -88,15 +125,22 @@ class Verdict:
     behavior: BehaviorCounts = field(default_factory=BehaviorCounts)
     training: Training | None = None
     symptom: str = ""
+    reach: Reach | None = None  # None for the passing states
+    reach_reason: str = ""
 
-    def to_dict(self, failing: frozenset[str] = FAILING_BY_DEFAULT) -> dict[str, Any]:
+    def to_dict(self, failing: frozenset[str] = FAILING_BY_DEFAULT, strict: bool = False) -> dict[str, Any]:
         d = asdict(self)
         d["zoo"] = self.zoo.value
         d["guard"] = self.guard.value
+        d["reach"] = None if self.reach is None else self.reach.value
         d["behavior"] = {**asdict(self.behavior), "failing": list(self.behavior.failing),
                          "label": self.behavior.label()}
-        d["training"] = None if self.training is None else {**asdict(self.training), "label": self.training.label()}
-        d["gate_fail"] = self.guard.value in failing
+        d["training"] = None if self.training is None else {
+            **asdict(self.training), "masked_inputs": list(self.training.masked_inputs),
+            "label": self.training.label()}
+        d["gate_fail"] = fails_gate(self.guard.value, d["reach"], failing, strict)
+        # A failing state that the gate lets pass (missing, latent): shown as a warning everywhere.
+        d["gate_warn"] = self.guard.value in failing and not d["gate_fail"]
         return d
 
 
@@ -157,12 +201,53 @@ def training(check: dict[str, Any]) -> Training | None:
     s = step(check, "train")
     if s is None:
         return None
+    if s.get("status") == "skipped":
+        return Training("n/a", str(s.get("reason") or "the training step was skipped"))
     if s.get("status") != "ok" or not s.get("result"):
         return Training("error", step_reason(s, "train"))
     r = s["result"]
     outcome = r.get("outcome") if r.get("outcome") in TRAINING_OUTCOMES else "error"
     first = r.get("first_nan_step")
-    return Training(outcome, str(r.get("reason") or outcome), first if isinstance(first, int) else None)
+    calls = r.get("kernel_calls")
+    masked = r.get("masked_inputs")
+    versions = r.get("versions") if isinstance(r.get("versions"), dict) else {}
+    stack = ", ".join(f"{label} {versions[k]}" for k, label in (("transformers", "transformers"), ("trl", "TRL"))
+                      if versions.get(k))
+    return Training(outcome, str(r.get("reason") or outcome), first if isinstance(first, int) else None,
+                    calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
+                    tuple(str(m) for m in masked) if isinstance(masked, list) else (), stack)
+
+
+def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}") -> tuple[Reach | None, str]:
+    """(reach, plain words) of a guard state from the training run's evidence.
+
+    ``fault`` names, in the check's words, the input that makes the kernel
+    misbehave and who would send it; ``sent`` formats what the trainer sent
+    at the fully masked micro-batches (``"count={}"``). Passing states have
+    no reach.
+    """
+    if guard not in (GuardState.MISSING, GuardState.BROKEN, GuardState.ERROR):
+        return None, ""
+    if guard is GuardState.ERROR:
+        return Reach.UNKNOWN, "no verdict, so no evidence from a training run either; treated as exposed"
+    stack = f" ({train.stack})" if train is not None and train.stack else ""
+    if train is None:
+        return Reach.UNKNOWN, "this check has no training run for its route; treated as exposed"
+    if train.failed:
+        return Reach.EXPOSED, f"a real training run on this cell{stack} shows it: {train.label()}: {train.reason}"
+    if train.outcome != "clean":
+        return Reach.UNKNOWN, (f"the training run on this cell{stack} gave no evidence ({train.outcome}: "
+                               f"{train.reason}); treated as exposed")
+    if not train.reached_masked:
+        return Reach.UNKNOWN, (f"the training run on this cell{stack} never sent the kernel a fully masked "
+                               "micro-batch, so it says nothing about this hazard; treated as exposed")
+    given = sent.format(", ".join(train.masked_inputs))
+    if guard is GuardState.BROKEN:
+        return Reach.LATENT, (f"the training run on this cell{stack} stayed finite ({given} at the fully masked "
+                              "micro-batches); the guard's defect shows on direct calls")
+    return Reach.LATENT, (f"the trainer on this cell's stack{stack} sent {given} at every fully masked "
+                          "micro-batch and its logged loss stayed finite, so its SFT runs are not affected; "
+                          f"the kernel still misbehaves on {fault}")
 
 
 def precondition(check: dict[str, Any], zoo: ZooState, zoo_reason: str) -> tuple[GuardState, str] | None:

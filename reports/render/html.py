@@ -30,6 +30,7 @@ from reports.render.view import (
     build_descriptions,
     cell_failed,
     grid_index,
+    headline,
     report_checks,
     short_labels,
     state_counts,
@@ -48,9 +49,8 @@ class HtmlRenderer(Renderer):
     def render(self, report: dict[str, Any]) -> str:
         """See Renderer.render."""
         cells = [e for e in report.get("cells") or [] if isinstance(e, dict)]
-        failed = (report.get("gate") or {}).get("failed_cells") or []
-        verdict = "GATE FAIL" if failed else "GATE PASS"
-        title = f"skewmatrix: {verdict.lower()} ({len(failed)}/{len(cells)} failing) {report.get('matrix', '')}"
+        passes, words = headline(report)
+        title = f"skewmatrix: {words} {report.get('matrix', '')}"
         script_hash = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
         csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; "
                "img-src data:; base-uri 'none'; form-action 'none'")
@@ -60,7 +60,7 @@ class HtmlRenderer(Renderer):
             f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">',
             '<meta name="viewport" content="width=device-width,initial-scale=1">',
             f"<title>{esc(title)}</title><style>{CSS}</style></head>",
-            f'<body data-gate="{"fail" if failed else "pass"}">',
+            f'<body data-gate="{"pass" if passes else "fail"}">',
             self._header(report, cells),
             '<div class="layout">',
             self._grid(report, cells),
@@ -92,9 +92,8 @@ class HtmlRenderer(Renderer):
 
     def _header(self, report: dict[str, Any], cells: list[dict[str, Any]]) -> str:
         gate = report.get("gate") or {}
-        failed = gate.get("failed_cells") or []
-        verdict = (f'<div class="verdict v-fail" id="verdict">GATE FAIL: {len(failed)} of {len(cells)} cell(s)</div>'
-                   if failed else f'<div class="verdict v-pass" id="verdict">GATE PASS: {len(cells)} cell(s)</div>')
+        passes, words = headline(report)
+        verdict = f'<div class="verdict {"v-pass" if passes else "v-fail"}" id="verdict">{esc(words)}</div>'
         checks = report_checks(report)
         per_check = []
         for c in checks:
@@ -120,6 +119,11 @@ class HtmlRenderer(Renderer):
                                  f'<code>{esc(cid)}</code></a> · <code>{esc(c["id"])}</code> <b class="bad">XPASS</b>: '
                                  f'expected {esc((e.get("expect") or {}).get(c["id"]))}, got {esc(v.get("guard"))}: '
                                  "the expectation is stale</li>")
+                if word == "WARN":
+                    items.append(f'<li data-cell="{esc(cid)}" data-check="{esc(c["id"])}" class="warn">'
+                                 f'<a href="{esc(anchor(cid))}"><code>{esc(cid)}</code></a> · <code>{esc(c["id"])}'
+                                 f'</code> <b>WARN</b> {esc(v.get("guard"))}, reach latent (passes the gate; strict '
+                                 f'mode fails it): {esc(v.get("reach_reason"))}</li>')
                 if not v.get("gate_fail"):
                     continue
                 guard = state_of(v, "guard")
@@ -127,6 +131,7 @@ class HtmlRenderer(Renderer):
                 items.append(f'<li data-cell="{esc(cid)}" data-check="{esc(c["id"])}"><a href="{esc(anchor(cid))}">'
                              f'<code>{esc(cid)}</code></a> · <code>{esc(c["id"])}</code> '
                              f'<span class="chip {guard_class(guard)}">{esc(guard)}</span>'
+                             + (f" reach <b>{esc(v.get('reach'))}</b>" if v.get("reach") else "")
                              + (" <b>XFAIL (expected)</b>" if word == "XFAIL" else "")
                              + f" {esc(v.get('guard_reason'))}{symptom}{advice_html(report, e, c)}</li>")
         if items:

@@ -143,7 +143,9 @@ class JunitRenderer(Renderer):
             suite.prop(f"check.{check['id']}.guard_state", v.get("guard"))
             suite.prop(f"check.{check['id']}.zoo_state", v.get("zoo"))
             suite.prop(f"check.{check['id']}.training", training_label(training_of(cell, check["id"])))
-            suite.prop(f"check.{check['id']}.gate", "fail" if v.get("gate_fail") else "pass")
+            suite.prop(f"check.{check['id']}.reach", v.get("reach"))
+            suite.prop(f"check.{check['id']}.gate",
+                       "fail" if v.get("gate_fail") else ("warn" if v.get("gate_warn") else "pass"))
         for role in ("unsloth", "zoo"):
             b = (cell.get("builds") or {}).get(role) or {}
             suite.prop(f"{role}.build", b.get("name"))
@@ -175,9 +177,11 @@ class JunitRenderer(Renderer):
         word = status_word(report, cell, cid)
         expected = (cell.get("expect") or {}).get(cid)
         self._gate_case(report, suite, cell, check, word)
+        # What the gate lets pass is not a red test: XFAIL (expected) and WARN (reach latent) failures are skips.
+        hold = {"XFAIL": f"XFAIL (the matrix expects {expected})",
+                "WARN": "WARN (reach latent: passes the gate, fails it in strict mode)"}.get(word, "")
         for ev in evidence_of(cell, cid):
-            self._evidence_case(suite, f"{cid}.{ev.group}", ev,
-                                xfail=f"XFAIL (the matrix expects {expected})" if word == "XFAIL" else "")
+            self._evidence_case(suite, f"{cid}.{ev.group}", ev, xfail=hold)
 
     @staticmethod
     def _gate_case(report: dict[str, Any], suite: _Suite, cell: dict[str, Any], check: dict[str, Any],
@@ -199,6 +203,12 @@ class JunitRenderer(Renderer):
                        message=f"XPASS: expected {expected}, got {guard}: the expectation is stale",
                        text="\n".join(story))
             return
+        if v.get("reach"):
+            story.insert(1, f"reach {v['reach']}: {v.get('reach_reason') or ''}")
+        if word == "WARN":
+            suite.case(group, "guard state", outcome="skipped",
+                       message=f"WARN: {guard}, reach latent: {v.get('reach_reason') or ''}", text="\n".join(story))
+            return
         if not v.get("gate_fail"):
             note = residual_note(cell, cid)
             if note:
@@ -207,7 +217,8 @@ class JunitRenderer(Renderer):
             return
         a = advice(cell, check, fixed=fixed_since(report, cid))
         story += [f"{label}: {text}" for label, text in a.lines()]
-        message = f"{guard}: {reason}. Reach: {a.reach}. Next step: {a.next_step}"
+        message = (f"{guard}: {reason}. " + (f"Reach: {a.reach}. " if a.reach else "")
+                   + f"Install: {a.install}. Next step: {a.next_step}")
         if word == "XFAIL":
             suite.case(group, "guard state", outcome="skipped",
                        message=f"XFAIL (the matrix expects {expected}): {message}", text="\n".join(story))

@@ -19,6 +19,7 @@ from reports.render.view import (
     admissible_text,
     build_descriptions,
     grid_index,
+    headline,
     plural,
     report_checks,
     residual_names,
@@ -76,10 +77,14 @@ def failing_items(report: dict[str, Any], entry: dict[str, Any]) -> list[str]:
         if word == "XPASS":
             out += [f"- **XPASS** `{cid}` · `{c['id']}`: expected {_esc((entry.get('expect') or {}).get(c['id']))}, "
                     f"got {state_of(v, 'guard')}: the expectation is stale"]
+        if word == "WARN":
+            out.append(f"- **WARN** `{cid}` · `{c['id']}`: {state_of(v, 'guard')}, reach **latent** (passes the "
+                       f"gate; strict mode fails it): {_esc(v.get('reach_reason') or '')}")
+            continue
         if not v.get("gate_fail"):
             continue
-        out.append(f"- **{word}** `{cid}` · `{c['id']}`: **{state_of(v, 'guard')}**: "
-                   f"{_esc(v.get('guard_reason') or '')}")
+        out.append(f"- **{word}** `{cid}` · `{c['id']}`: **{state_of(v, 'guard')}**"
+                   + (f" (reach {v['reach']})" if v.get("reach") else "") + f": {_esc(v.get('guard_reason') or '')}")
         if v.get("symptom"):
             out.append(f"  - symptom: {_esc(v['symptom'])}")
         a = advice(entry, c, fixed=fixed_since(report, c["id"]))
@@ -100,8 +105,10 @@ class MarkdownRenderer(Renderer):
         lines = ["# skewmatrix report", ""]
         lines.append(f"Matrix `{report.get('matrix', '')}`, {plural(len(cells), 'cell')} × "
                      f"{plural(len(checks), 'check')}, generated {report.get('generated', '-')}.")
-        verdict = f"**{len(failed)} cell(s) fail the gate**" if failed else "all cells pass the gate"
-        lines += [f"{verdict} (failing states: {', '.join(gate.get('failing_states') or [])}).", ""]
+        passes, words = headline(report)
+        lines += [f"**{'✅' if passes else '❌'} {words}** ({len(failed)} cell(s) in a failing state; failing "
+                  f"states: {', '.join(gate.get('failing_states') or [])}"
+                  + ("; strict: latent fails too" if gate.get("strict") else "") + ").", ""]
         lines += ["| check | guard states |", "|---|---|"]
         for c in checks:
             counts = ", ".join(f"{s} {n}" for s, n in state_counts(report, c["id"])) or "none"
@@ -109,7 +116,7 @@ class MarkdownRenderer(Renderer):
         lines += ["", *self._grid(report, cells), ""]
         findings = [line for e in cells for line in failing_items(report, e)]
         if findings:
-            lines += ["## Failing checks", "", *findings, ""]
+            lines += ["## Failing and latent checks", "", *findings, ""]
         lines += ["<details><summary>Legend</summary>", ""]
         for c in checks:
             lines += [f"**`{c['id']}`** ({_esc(labels[c['id']])}): {_esc(c.get('title') or '')}. "

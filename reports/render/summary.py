@@ -15,6 +15,7 @@ from reports.render.base import Renderer
 from reports.render.markdown import _esc, failing_items
 from reports.render.view import (
     cell_failed,
+    headline,
     plural,
     report_checks,
     short_labels,
@@ -50,13 +51,11 @@ class SummaryRenderer(Renderer):
         gate = report.get("gate") or {}
         failing = [e for e in cells if cell_failed(report, e)]
         stale = [e for e in cells if not cell_failed(report, e)
-                 and any(status_word(report, e, c["id"]) == "XPASS" for c in checks)]
+                 and any(status_word(report, e, c["id"]) in ("XPASS", "WARN") for c in checks)]
         shown_open = {id(e) for e in failing + stale}
         passing = [e for e in cells if id(e) not in shown_open]
-        if failing:
-            head = f"## ❌ skewmatrix: {len(failing)} of {plural(len(cells), 'cell')} fail the gate"
-        else:
-            head = f"## ✅ skewmatrix: all {plural(len(cells), 'cell')} pass the gate"
+        passes, words = headline(report)
+        head = f"## {'✅' if passes else '❌'} skewmatrix: {words}"
         lines = [head, "",
                  f"Matrix `{report.get('matrix', '')}` · {plural(len(cells), 'cell')} × "
                  f"{plural(len(checks), 'check')} · failing states: {', '.join(gate.get('failing_states') or [])}.",

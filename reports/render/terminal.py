@@ -18,6 +18,7 @@ from reports.advice import advice, fixed_since
 from reports.render.base import Renderer
 from reports.render.view import (
     grid_index,
+    headline,
     plural,
     report_checks,
     residual_names,
@@ -32,7 +33,7 @@ from reports.render.view import (
 
 COLOURS = {
     "activates": "32", "no-ops": "32", "not-needed": "32",
-    "missing": "31;1", "broken": "31;1", "error": "35;1",
+    "missing": "31;1", "broken": "31;1", "error": "35;1", "warn": "33;1",
 }
 
 
@@ -89,11 +90,8 @@ class TerminalRenderer(Renderer):
         for c in (report.get("scan") or {}).get("comparisons", []):
             if c.get("status") == "inconsistent":
                 out.append(paint("error", f"  INCONSISTENT {c.get('cell_id')}: {c.get('reason')}"))
-        gate = report.get("gate") or {}
-        failed = gate.get("failed_cells") or []
-        # Failing states as found; whether that fails the run (expected states, XPASS) is the gate's line after it.
-        out.append(f"{len(failed)} of {len(cells)} cell(s) in a failing state"
-                   f" ({', '.join(gate.get('failing_states') or [])}); expected ones are XFAIL above")
+        passes, words = headline(report)
+        out.append(paint("not-needed" if passes else "missing", words))
         return "\n".join(out) + "\n"
 
     @staticmethod
@@ -112,6 +110,9 @@ class TerminalRenderer(Renderer):
                         out.append(f"    symptom: {v['symptom']}")
                     a = advice(e, c, fixed=fixed_since(report, c["id"]))
                     out += [f"    {label}: {text}" for label, text in a.lines()]
+                elif word == "WARN":
+                    out.append(paint("warn", f"WARN {cid} · {c['id']}: {state_of(v, 'guard')}, reach latent: "
+                                             f"{v.get('reach_reason') or ''}"))
                 elif word == "XPASS":
                     out.append(paint("missing", f"XPASS {cid} · {c['id']}: expected {e['expect'][c['id']]}, got "
                                                 f"{state_of(v, 'guard')}: the expectation is stale"))

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 Outcome = Literal["pass", "failure", "error", "skipped"]
 
-# Training outcomes that mean a user's run logged or stored a NaN.
-NAN_TRAINING = frozenset({"nan-logged", "nan-weights"})
+# Training outcomes that mean a user's run logged or stored a NaN, or crashed in the trainer.
+NAN_TRAINING = frozenset({"nan-logged", "nan-weights", "crash"})
 # Step statuses of the probe runner that mean the step did not finish.
 STEP_ERRORS = frozenset({"error", "crash", "timeout"})
 RESULT_JSON_CHARS = 2_000
@@ -271,6 +271,8 @@ def verdict_line(entry: dict[str, Any], check_id: str, label: str, *, mark: Any 
     guard = state_of(v, "guard")
     guard_txt = mark(guard, bool(v.get("gate_fail"))) if mark else guard
     text = f"{label}: {state_of(v, 'zoo')} / {guard_txt}"
+    if v.get("reach"):
+        text += f" ({v['reach']})"
     beh = behaviour_label(v)
     if beh:
         text += f" {beh}"
@@ -288,7 +290,8 @@ def verdict_line(entry: dict[str, Any], check_id: str, label: str, *, mark: Any 
 
 
 def status_word(report: dict[str, Any], entry: dict[str, Any], check_id: str) -> str:
-    """FAIL, XFAIL (fails in the state the matrix expects), XPASS (an expected failure that no longer happens), PASS."""
+    """FAIL, XFAIL (fails in the state the matrix expects), XPASS (an expected failure that no longer happens),
+    WARN (a failing state the gate lets pass: ``missing`` whose reach is ``latent``), PASS."""
     v = verdict_of(entry, check_id)
     expected = _dict(entry.get("expect")).get(check_id)
     failing_states = _list(_dict(report.get("gate")).get("failing_states"))
@@ -296,7 +299,15 @@ def status_word(report: dict[str, Any], entry: dict[str, Any], check_id: str) ->
         return "XFAIL" if expected is not None and expected == v.get("guard") else "FAIL"
     if expected is not None and expected in failing_states and expected != v.get("guard"):
         return "XPASS"
-    return "PASS"
+    return "WARN" if v.get("gate_warn") else "PASS"
+
+
+def headline(report: dict[str, Any]) -> tuple[bool, str]:
+    """(passes, words) that every format opens with: the run's exit code in words (``reports.gate``)."""
+    from reports.gate import evaluate
+
+    outcome = evaluate({**report, "cells": [e for e in _list(report.get("cells")) if isinstance(e, dict)]})
+    return outcome.exit_code == 0, outcome.headline()
 
 
 def failing_checks(report: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:

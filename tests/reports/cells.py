@@ -275,3 +275,22 @@ def make_cell(cell_id: str = "u1__z1", *, static: str = "vulnerable", runtime: s
     for key in ("verdicts", "gate_fail"):
         del cell[key]
     return cell
+
+
+# --- a latent cell (issue 17): missing, but the cell's own training run stays clean ----------------------------
+
+LATENT_REASON = ("the trainer on this cell's stack (transformers 4.52.4, TRL 0.18.2) sent num_items_in_batch=0.0 "
+                 "at every fully masked micro-batch and its logged loss stayed finite")
+
+
+def latent_cell() -> dict[str, Any]:
+    """u1__z3: cpu-ops missing with reach latent (passes the default gate, a warning); toy-loss not-needed."""
+    cpu = {**verdict("vulnerable", "missing", "nothing replaced zoo's kernel", gate_fail=False),
+           "reach": "latent", "reach_reason": LATENT_REASON, "gate_warn": True}
+    return make_entry("u1__z3", admissible=True, verdicts={LOSS["id"]: LOSS_NOT_NEEDED, CPU["id"]: cpu}, checks={
+        LOSS["id"]: section("fixed", make_step("runtime", {"verdict": "fixed", "reason": "runtime says fixed"}),
+                            make_step("train", train_result("clean"))),
+        CPU["id"]: section("vulnerable", make_step("runtime", {"verdict": "vulnerable", "reason": "loss nan"}),
+                           make_step("behavior", behaviour_result({"01-none": "fail", "02-zero": "pass"})),
+                           make_step("train", train_result("clean"))),
+    })

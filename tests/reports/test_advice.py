@@ -11,7 +11,7 @@ from tests.reports.cells import CPU, LOSS, error_cell, make_report, reachable_ce
 def test_unreachable_pair_says_only_a_pin_reaches_it() -> None:
     a = advice(unreachable_cell(), LOSS, fixed="2026.10.6")
     assert a == Advice(
-        reach="only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
+        install="only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
         fix="Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         next_step="Move affected environments to a zoo release that carries the fix (or to an unsloth build with a "
                   "guard for this kernel), then rerun this cell to confirm.")
@@ -19,18 +19,18 @@ def test_unreachable_pair_says_only_a_pin_reaches_it() -> None:
 
 def test_reachable_pair_says_a_plain_install_admits_it() -> None:
     a = advice(reachable_cell(), CPU)
-    assert a.reach == "a plain `pip install` / `uv pip install` admits this pairing"
+    assert a.install == "a plain `pip install` / `uv pip install` admits this pairing"
     assert a.fix == "Pass num_items_in_batch explicitly until toy_zoo guards it."  # already a sentence: no second dot
-    assert a.lines()[0] == ("reach", a.reach) and [k for k, _ in a.lines()] == ["reach", "fix", "next step"]
+    assert a.lines()[0] == ("install", a.install) and [k for k, _ in a.lines()] == ["install", "fix", "next step"]
 
 
 def test_unknown_admissibility_and_error_state() -> None:
     a = advice(error_cell(), LOSS)
-    assert a.reach == "unknown whether a plain install admits this pairing: the resolver check did not run"
+    assert a.install == "unknown whether a plain install admits this pairing: the resolver check did not run"
     assert a.next_step.startswith("Read this cell's error and log tail")
     cell = reachable_cell()
     cell["admissible"] = None  # no record at all
-    assert advice(cell, LOSS).reach == a.reach
+    assert advice(cell, LOSS).install == a.install
 
 
 @pytest.mark.parametrize(("guard", "start"), [

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from reports.advice import NEXT_STEP, REACH
+from reports.advice import INSTALL, NEXT_STEP
 from reports.render import RENDERERS
 from reports.render.html import SCRIPT, HtmlRenderer
 from tests.reports.cells import CPU, LOSS, error_cell, make_report, reachable_cell, residual_cell, unreachable_cell
@@ -131,7 +131,7 @@ def test_grid_has_one_line_per_check_in_each_cell(dom: Node) -> None:
 
 def test_verdict_counts_per_check_and_failing_checks_on_top(dom: Node, page: str) -> None:
     assert dom.find("body").attrs["data-gate"] == "fail"
-    assert dom.find("div", id="verdict").all_text() == "GATE FAIL: 2 of 4 cell(s)"
+    assert dom.find("div", id="verdict").all_text() == "GATE FAIL: 2 of 4 cells fail"
     summary = dom.find("div", id="summary")
     per_check = {li.attrs["data-check"]: li.all_text() for li in summary.find_all("li")}
     assert per_check == {LOSS["id"]: f"{LOSS['id']}: activates 1 missing 1 not-needed 1 error 1",
@@ -157,16 +157,16 @@ def test_plain_words_for_an_unreachable_and_a_reachable_pair() -> None:
         "timeline": {"fixed_since": {LOSS["id"]: "2026.10.6"}}})))
     items = {li.attrs["data-cell"]: li for li in dom.find("ul", id="failing").find_all("li")}
     assert advice_of(items["u1__z1"]) == {
-        "reach": "only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
+        "install": "only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
         "fix": "Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         "next step": NEXT_STEP["missing"]}
-    assert advice_of(items["u1__z2"]) == {"reach": "a plain `pip install` / `uv pip install` admits this pairing",
+    assert advice_of(items["u1__z2"]) == {"install": "a plain `pip install` / `uv pip install` admits this pairing",
                                           "fix": "Pass num_items_in_batch explicitly until toy_zoo guards it.",
                                           "next step": NEXT_STEP["missing"]}
     # the same words in the failing check's drill-down, and none for the passing check
     (sec,) = [n for n in dom.find("details", id="cell-u1__z2").find_all("section")
               if n.attrs.get("data-check") == CPU["id"]]
-    assert advice_of(sec)["reach"] == REACH[True]
+    assert advice_of(sec)["install"] == INSTALL[True]
     (ok,) = [n for n in dom.find("details", id="cell-u1__z2").find_all("section")
              if n.attrs.get("data-check") == LOSS["id"]]
     assert not [d for d in ok.find_all("dl") if "advice" in d.classes()]
@@ -174,7 +174,7 @@ def test_plain_words_for_an_unreachable_and_a_reachable_pair() -> None:
 
 def test_passing_report_says_pass() -> None:
     dom = parse(HtmlRenderer().render(make_report([not_needed_cell()])))
-    assert dom.find("div", id="verdict").all_text() == "GATE PASS: 1 cell(s)"
+    assert dom.find("div", id="verdict").all_text() == "GATE PASS: 1 cell passes"
     assert "v-pass" in dom.find("div", id="verdict").classes()
     assert not dom.find_all("ul", id="failing")
 

@@ -60,15 +60,15 @@ def test_terminal_grid_one_line_per_check_and_plain_words(report: dict) -> None:
         "",
         "FAIL u1__z1 · toy-loss-masked-nan: missing: no guard replaced the forward",
         "    symptom: logged loss NaN from step 4 to the end",
-        f"    reach: {UNREACHABLE}",
+        f"    install: {UNREACHABLE}",
         "    fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         f"    next step: {NEXT_STEP['missing']}",
         "FAIL u1__z2 · cpu-ops-empty-batch: missing: no guard targets this kernel",
         "    symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
-        f"    reach: {REACHABLE}",
+        f"    install: {REACHABLE}",
         "    fix: Pass num_items_in_batch explicitly until toy_zoo guards it.",
         f"    next step: {NEXT_STEP['missing']}",
-        "2 of 2 cell(s) in a failing state (broken, error, missing); expected ones are XFAIL above",
+        "GATE FAIL: 2 of 2 cells fail",
     ]
 
 
@@ -103,7 +103,7 @@ def test_terminal_residual_and_error_cells() -> None:
     assert "PASS u2__z2 · toy-loss-masked-nan: passes, 1 residual failure (x-probe)" in lines
     assert "FAIL u2__z1 · cpu-ops-empty-batch: error: build: uv pip install failed (exit 1)" in lines
     assert f"    next step: {NEXT_STEP['error']}" in lines
-    assert lines[-1] == "1 of 2 cell(s) in a failing state (broken, error, missing); expected ones are XFAIL above"
+    assert lines[-1] == "GATE FAIL: 1 of 2 cells fail"
 
 
 def test_terminal_expected_failures_and_stale_expectations() -> None:
@@ -120,7 +120,8 @@ def test_terminal_expected_failures_and_stale_expectations() -> None:
 
 def test_markdown_grid_counts_and_failing_checks(report: dict) -> None:
     lines = RENDERERS["markdown"].render(report).splitlines()
-    assert "**2 cell(s) fail the gate** (failing states: broken, error, missing)." in lines
+    assert ("**❌ GATE FAIL: 2 of 2 cells fail** (2 cell(s) in a failing state; failing states: broken, error, "
+            "missing).") in lines
     assert "| `toy-loss-masked-nan` (toy-loss) | missing 1, not-needed 1 |" in lines
     assert "| `cpu-ops-empty-batch` (cpu-ops) | missing 1, not-needed 1 |" in lines
     start = lines.index("| unsloth \\ zoo | z1 (pypi z1) | z2 (pypi z2) |")
@@ -130,16 +131,16 @@ def test_markdown_grid_counts_and_failing_checks(report: dict) -> None:
         "| toy-loss: vulnerable / **missing** 2/3 (+1 n/a) · train nan-logged from step 4<br>"
         "cpu-ops: absent / not-needed "
         "| toy-loss: fixed / not-needed 2/2 · train clean<br>cpu-ops: vulnerable / **missing** 3/4 |")
-    failing = lines[lines.index("## Failing checks") + 2:]
+    failing = lines[lines.index("## Failing and latent checks") + 2:]
     assert failing[:11] == [
         "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing**: no guard replaced the forward",
         "  - symptom: logged loss NaN from step 4 to the end",
-        f"  - reach: {UNREACHABLE}",
+        f"  - install: {UNREACHABLE}",
         "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
         "- **FAIL** `u1__z2` · `cpu-ops-empty-batch`: **missing**: no guard targets this kernel",
         "  - symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
-        f"  - reach: {REACHABLE}",
+        f"  - install: {REACHABLE}",
         "  - fix: Pass num_items_in_batch explicitly until toy_zoo guards it.",
         f"  - next step: {NEXT_STEP['missing']}",
         "",

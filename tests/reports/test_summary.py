@@ -19,7 +19,7 @@ def test_failing_cells_expanded_with_plain_words_passing_collapsed() -> None:
     report = make_report([unreachable_cell(), reachable_cell(), residual_cell()],
                          scan={"timeline": {"fixed_since": "2026.10.6"}})
     lines = SummaryRenderer().render(report).splitlines()
-    assert lines[0] == "## ❌ skewmatrix: 2 of 3 cells fail the gate"
+    assert lines[0] == "## ❌ skewmatrix: GATE FAIL: 2 of 3 cells fail"
     assert lines[2] == "Matrix `matrix/test.toml` · 3 cells × 2 checks · failing states: broken, error, missing."
     assert "| `toy-loss-masked-nan` (toy-loss) | no-ops 1, missing 1, not-needed 1 |" in lines
     start = lines.index("### ❌ `u1__z1`")
@@ -31,12 +31,12 @@ def test_failing_cells_expanded_with_plain_words_passing_collapsed() -> None:
         "",
         "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing**: no guard replaced the forward",
         "  - symptom: logged loss NaN from step 4 to the end",
-        "  - reach: only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
+        "  - install: only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
         "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
         "",
     ]
-    assert "  - reach: a plain `pip install` / `uv pip install` admits this pairing" in lines
+    assert "  - install: a plain `pip install` / `uv pip install` admits this pairing" in lines
     # the one passing cell, folded, with its residual failure said
     fold = lines.index("<details><summary>✅ 1 passing cell</summary>")
     assert lines[fold + 2] == ("- `u2__z2`: toy-loss: fixed / no-ops 2/2 · train clean · passes, 1 residual failure; "
@@ -47,7 +47,7 @@ def test_failing_cells_expanded_with_plain_words_passing_collapsed() -> None:
 
 def test_all_passing_headline() -> None:
     text = SummaryRenderer().render(make_report([not_needed_cell()]))
-    assert text.startswith("## ✅ skewmatrix: all 1 cell pass the gate\n")
+    assert text.startswith("## ✅ skewmatrix: GATE PASS: 1 cell passes\n")
     assert "### " not in text and "<details><summary>✅ 1 passing cell</summary>" in text
 
 
@@ -79,7 +79,7 @@ def test_a_500_cell_report_stays_under_the_cap_and_says_what_it_left_out() -> No
     text = SummaryRenderer().render(report)
     size = len(text.encode("utf-8"))
     assert size < CAP_BYTES
-    assert text.startswith("## ❌ skewmatrix: 250 of 500 cells fail the gate")
+    assert text.startswith("## ❌ skewmatrix: GATE FAIL: 250 of 500 cells fail")
     shown = text.count("### ❌ ")
     assert 0 < shown < 250  # the cap mattered: some failing cells were left out
     note = next(line for line in text.splitlines() if line.startswith("**"))

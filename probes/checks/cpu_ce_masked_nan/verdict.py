@@ -15,17 +15,27 @@ from probes.checks.vocabulary import (
     ZooState,
     behavior_counts,
     precondition,
+    reach,
     step_result,
+    training,
     zoo_state,
 )
+
+# The input on which the vulnerable kernel answers NaN, and who sends it (reach's plain words).
+FAULT = ("an all-masked batch with num_items_in_batch=None: a custom loop that calls the model without a "
+         "count, or a trainer that passes none")
+SENT = "num_items_in_batch={}"
 
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     zoo, zoo_reason, static, runtime = zoo_state(check)
     counts, _ = behavior_counts(check)
+    train = training(check)
+    train_text = f"the training run {train.label()}: {train.reason}" if train is not None and train.failed else ""
 
     def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, None, symptom)
+        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
+                       *reach(state, train, FAULT, SENT))
 
     blocked = precondition(check, zoo, zoo_reason)
     if blocked is not None:
@@ -41,17 +51,22 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     fails = ", ".join(counts.failing)
     if zoo is ZooState.VULNERABLE:
         if not replaced:
-            symptom = (f"an all-masked batch with num_items_in_batch None gives loss {route.get('loss')} on the CPU "
-                       "backend's kernel")
+            symptom = train_text or (f"an all-masked batch with num_items_in_batch None gives loss "
+                                     f"{route.get('loss')} on the CPU backend's kernel")
             return out(GuardState.MISSING, "nothing replaced zoo's kernel; " + symptom, symptom)
-        if not finite or counts.failed:
-            return out(GuardState.BROKEN, "the kernel was replaced but "
-                       + ("the all-masked call is not finite" if not finite else f"behaviour tests failing: {fails}"))
+        problems = (["the all-masked call is not finite"] if not finite else []) + (
+            [f"behaviour tests failing: {fails}"] if counts.failed else []) + ([train_text] if train_text else [])
+        if problems:
+            return out(GuardState.BROKEN, "the kernel was replaced but " + "; ".join(problems), train_text)
         return out(GuardState.ACTIVATES, f"the kernel was replaced; the all-masked loss is finite; {counts.label()}")
     if replaced:
-        if counts.failed:
-            return out(GuardState.BROKEN, f"the kernel was replaced on a fixed zoo; behaviour tests failing: {fails}")
+        if counts.failed or train_text:
+            return out(GuardState.BROKEN, "the kernel was replaced on a fixed zoo; "
+                       + "; ".join(x for x in (f"behaviour tests failing: {fails}" if fails else "", train_text) if x),
+                       train_text)
         return out(GuardState.NO_OPS, "the kernel was replaced on a fixed zoo and behaves like it")
+    if train_text:
+        return out(GuardState.ERROR, f"the zoo is fixed by both detectors but {train_text}", train_text)
     if counts.failed:
         return out(GuardState.ERROR, f"no replacement, zoo fixed, yet behaviour tests fail: {fails}")
     return out(GuardState.NOT_NEEDED, "zoo's CPU kernel answers an all-masked batch with a finite loss")

@@ -19,10 +19,16 @@ from probes.checks.vocabulary import (
     ZooState,
     behavior_counts,
     precondition,
+    reach,
     step_result,
     training,
     zoo_state,
 )
+
+# The input on which a vulnerable kernel answers NaN, and who sends it (reach's plain words).
+FAULT = ("a fully masked micro-batch whose count is None or 0 (zoo's trainer patch sends 0 when a whole "
+         "accumulation step is masked; a custom loop sends None)")
+SENT = "num_items_in_batch={}"
 
 
 def _routes(g: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
@@ -51,7 +57,8 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     train = training(check)
 
     def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom)
+        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
+                       *reach(state, train, FAULT, SENT))
 
     blocked = precondition(check, zoo, zoo_reason)
     if blocked is not None:

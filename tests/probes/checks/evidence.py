@@ -11,8 +11,16 @@ def behaviour(outcomes: dict[str, str], guard_found: bool) -> dict[str, Any]:
     return {"schema": 1, "guard_found": guard_found, "tests": tests, "extra": []}
 
 
-def train(outcome: str, first: int | None = None, reason: str = "") -> dict[str, Any]:
-    return {"ok": True, "outcome": outcome, "first_nan_step": first, "reason": reason or outcome, "runs": []}
+def train(outcome: str, first: int | None = None, reason: str = "", *, kernel_calls: int | None = None,
+          masked: list[str] | None = None, versions: dict[str, str] | None = None) -> dict[str, Any]:
+    out = {"ok": True, "outcome": outcome, "first_nan_step": first, "reason": reason or outcome, "runs": []}
+    if kernel_calls is not None:
+        out["kernel_calls"] = kernel_calls
+    if masked is not None:
+        out["masked_inputs"] = masked
+    if versions is not None:
+        out["versions"] = versions
+    return out
 
 
 def fused(
@@ -47,7 +55,8 @@ def fused(
 
 
 def cpu(*, static: str = "vulnerable", runtime: str = "vulnerable", original: bool | None = True,
-        finite: bool = False, outcomes: dict[str, str] | None = None) -> dict[str, Any]:
+        finite: bool = False, outcomes: dict[str, str] | None = None, training: dict[str, Any] | None = None,
+        train_status: str = "ok", train_reason: str = "") -> dict[str, Any]:
     route = {"loss": 0.0 if finite else "nan", "loss_finite": finite, "grads_finite": True}
     steps = [
         {"name": "runtime", "status": "ok", "seconds": 0.1, "returncode": 0,
@@ -58,4 +67,7 @@ def cpu(*, static: str = "vulnerable", runtime: str = "vulnerable", original: bo
     if outcomes is not None:
         steps.append({"name": "behavior", "status": "ok", "seconds": 0.1, "returncode": 0,
                       "result": behaviour(outcomes, False)})
+    if training is not None or train_status != "ok":
+        steps.append({"name": "train", "status": train_status, "seconds": 4.0, "returncode": 0,
+                      "process": "cpu-backend", "reason": train_reason or None, "result": training})
     return {"static": {"verdict": static, "reason": f"static says {static}"}, "steps": steps}
