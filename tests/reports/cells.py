@@ -93,15 +93,19 @@ def section(static: str, *steps: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdict(zoo: str, guard: str, guard_reason: str, *, behavior: tuple[int, int, int, list[str], str] | None = None,
-            training: dict[str, Any] | None = None, symptom: str = "", gate_fail: bool | None = None) -> dict[str, Any]:
+            training: dict[str, Any] | None = None, symptom: str = "", gate_fail: bool | None = None,
+            reach: str | None = None) -> dict[str, Any]:
     """One check's verdict; ``behavior`` is (passed, failed, n/a, failing ids, label); no ``training``: None,
-    as for a check without a training run."""
+    as for a check without a training run. ``reach``: a failing state's defaults to unknown (no evidence)."""
+    if reach is None and guard in FAILING:
+        reach = "unknown"
     p, f, na, failing, label = behavior or (0, 0, 0, [], "")
     return {"zoo": zoo, "zoo_reason": f"both detectors: {zoo}", "static": zoo, "runtime": zoo,
             "guard": guard, "guard_reason": guard_reason,
             "behavior": {"passed": p, "failed": f, "na": na, "failing": failing, "label": label},
             "training": training,
-            "symptom": symptom, "gate_fail": guard in FAILING if gate_fail is None else gate_fail}
+            "symptom": symptom, "gate_fail": guard in FAILING if gate_fail is None else gate_fail,
+            "reach": reach, "reach_reason": f"reach {reach}" if reach else "", "gate_warn": False}
 
 
 def training(outcome: str, label: str, reason: str, first: int | None = None) -> dict[str, Any]:
@@ -175,7 +179,7 @@ LOSS_MISSING = verdict("vulnerable", "missing", "no guard replaced the forward",
                        behavior=(2, 1, 1, ["02-after"], "2/3 (+1 n/a)"),
                        training=training("nan-logged", "nan-logged from step 4",
                                          "num_items_in_batch reached the loss as 0 on step 4", 4),
-                       symptom="logged loss NaN from step 4 to the end")
+                       symptom="logged loss NaN from step 4 to the end", reach="exposed")
 CPU_ABSENT = verdict("absent", "not-needed", "this zoo has no CPU backend")
 LOSS_NOT_NEEDED = verdict("fixed", "not-needed", "zoo carries the fix; no guard",
                           behavior=(2, 0, 0, [], "2/2"), training=training("clean", "clean", "every step finite"))
@@ -285,7 +289,7 @@ LATENT_REASON = ("the trainer on this cell's stack (transformers 4.52.4, TRL 0.1
 
 def latent_cell() -> dict[str, Any]:
     """u1__z3: cpu-ops missing with reach latent (passes the default gate, a warning); toy-loss not-needed."""
-    cpu = {**verdict("vulnerable", "missing", "nothing replaced zoo's kernel", gate_fail=False),
+    cpu = {**verdict("vulnerable", "missing", "nothing replaced zoo's kernel", gate_fail=False, reach="latent"),
            "reach": "latent", "reach_reason": LATENT_REASON, "gate_warn": True}
     return make_entry("u1__z3", admissible=True, verdicts={LOSS["id"]: LOSS_NOT_NEEDED, CPU["id"]: cpu}, checks={
         LOSS["id"]: section("fixed", make_step("runtime", {"verdict": "fixed", "reason": "runtime says fixed"}),

@@ -53,7 +53,7 @@ def missing_cell() -> dict[str, Any]:
                             behavior=(2, 1, 1, ["02-after"], "2/3 (+1 n/a)"),
                             training=training("nan-logged", "nan-logged from step 4",
                                               "num_items_in_batch reached the loss as 0 on step 4", 4),
-                            symptom="logged loss NaN from step 4 to the end"),
+                            symptom="logged loss NaN from step 4 to the end", reach="exposed"),
         CPU["id"]: CPU_ABSENT,
     }, checks={
         LOSS["id"]: section(

@@ -14,14 +14,16 @@ def test_unreachable_pair_says_only_a_pin_reaches_it() -> None:
         install="only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
         fix="Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         next_step="Move affected environments to a zoo release that carries the fix (or to an unsloth build with a "
-                  "guard for this kernel), then rerun this cell to confirm.")
+                  "guard for this kernel), then rerun this cell to confirm.",
+        reach="exposed: reach exposed")
 
 
 def test_reachable_pair_says_a_plain_install_admits_it() -> None:
     a = advice(reachable_cell(), CPU)
     assert a.install == "a plain `pip install` / `uv pip install` admits this pairing"
     assert a.fix == "Pass num_items_in_batch explicitly until toy_zoo guards it."  # already a sentence: no second dot
-    assert a.lines()[0] == ("install", a.install) and [k for k, _ in a.lines()] == ["install", "fix", "next step"]
+    assert a.reach == "unknown: reach unknown"  # a failing state's reach leads the plain words
+    assert [k for k, _ in a.lines()] == ["reach", "install", "fix", "next step"]
 
 
 def test_unknown_admissibility_and_error_state() -> None:

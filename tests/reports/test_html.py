@@ -109,13 +109,14 @@ def test_grid_has_one_line_per_check_in_each_cell(dom: Node) -> None:
         ["u1", "u2", "u3"]
     cells = grid_cells(dom)
     assert lines(cells["u1__z1"]) == {
-        LOSS["id"]: ("missing", "✗ toy-loss: vulnerable / missing 2/3 (+1 n/a) · train nan-logged from step 4"),
+        LOSS["id"]: ("missing",
+                     "✗ toy-loss: vulnerable / missing (exposed) 2/3 (+1 n/a) · train nan-logged from step 4"),
         CPU["id"]: ("not-needed", "✓ cpu-ops: absent / not-needed")}
     assert lines(cells["u1__z2"]) == {
         LOSS["id"]: ("not-needed", "✓ toy-loss: fixed / not-needed 2/2 · train clean"),
         CPU["id"]: ("not-needed", "✓ cpu-ops: fixed / not-needed 2/2")}
-    assert lines(cells["u2__z1"]) == {LOSS["id"]: ("error", "✗ toy-loss: unknown / error"),
-                                      CPU["id"]: ("error", "✗ cpu-ops: unknown / error")}
+    assert lines(cells["u2__z1"]) == {LOSS["id"]: ("error", "✗ toy-loss: unknown / error (unknown)"),
+                                      CPU["id"]: ("error", "✗ cpu-ops: unknown / error (unknown)")}
     assert lines(cells["u3__z2"])[LOSS["id"]] == ("activates", "✓ toy-loss: vulnerable / activates 3/3 · train clean")
     line = next(n for n in cells["u1__z1"].find_all("span") if n.attrs.get("data-check") == LOSS["id"])
     assert {"gl", "g-missing"} <= line.classes()
@@ -157,10 +158,12 @@ def test_plain_words_for_an_unreachable_and_a_reachable_pair() -> None:
         "timeline": {"fixed_since": {LOSS["id"]: "2026.10.6"}}})))
     items = {li.attrs["data-cell"]: li for li in dom.find("ul", id="failing").find_all("li")}
     assert advice_of(items["u1__z1"]) == {
+        "reach": "exposed: reach exposed",
         "install": "only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
         "fix": "Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         "next step": NEXT_STEP["missing"]}
-    assert advice_of(items["u1__z2"]) == {"install": "a plain `pip install` / `uv pip install` admits this pairing",
+    assert advice_of(items["u1__z2"]) == {"reach": "unknown: reach unknown",
+                                          "install": "a plain `pip install` / `uv pip install` admits this pairing",
                                           "fix": "Pass num_items_in_batch explicitly until toy_zoo guards it.",
                                           "next step": NEXT_STEP["missing"]}
     # the same words in the failing check's drill-down, and none for the passing check

@@ -135,7 +135,8 @@ def test_classnames_carry_cell_and_check_and_are_unique(root: ET.Element) -> Non
 def test_gate_testcase_per_check_with_plain_words(root: ET.Element) -> None:
     s = suite(root, "u1__z1")
     fail = case(s, LOSS["id"], "gate", "guard state").find("failure")
-    assert fail.get("message") == (f"missing: no guard replaced the forward. Install: {INSTALL[False]}. "
+    assert fail.get("message") == ("missing: no guard replaced the forward. Reach: exposed: reach exposed. "
+                                   f"Install: {INSTALL[False]}. "
                                    f"Next step: {NEXT_STEP['missing']}")
     assert "failing behaviour tests: 02-after" in fail.text
     assert "training: nan-logged from step 4" in fail.text and "symptom: logged loss NaN from step 4" in fail.text
@@ -145,13 +146,15 @@ def test_gate_testcase_per_check_with_plain_words(root: ET.Element) -> None:
     reachable = case(suite(root, "u1__z2"), LOSS["id"], "gate", "guard state")
     assert reachable.find("failure") is None
     err = case(suite(root, "u2__z1"), CPU["id"], "gate", "guard state").find("error")
-    assert err.get("message").startswith(f"error: build: uv pip install failed (exit 1). Install: {INSTALL[None]}.")
+    assert err.get("message").startswith(
+        f"error: build: uv pip install failed (exit 1). Reach: unknown: reach unknown. Install: {INSTALL[None]}.")
     assert "resolver failed </pre><script>" in err.text
 
 
 def test_reachable_pair_says_so_in_the_failure_message() -> None:
     fail = case(suite(render(reachable_cell()), "u1__z2"), CPU["id"], "gate", "guard state").find("failure")
-    assert fail.get("message") == (f"missing: no guard targets this kernel. Install: {INSTALL[True]}. "
+    assert fail.get("message") == ("missing: no guard targets this kernel. Reach: unknown: reach unknown. "
+                                   f"Install: {INSTALL[True]}. "
                                    f"Next step: {NEXT_STEP['missing']}")
 
 

@@ -31,10 +31,10 @@ SCAN = {"timeline": {"fixed_since": {LOSS["id"]: "2026.10.6"}}}
 UNREACHABLE = "only an explicit pin or a lockfile reaches this pairing: a plain install refuses it"
 REACHABLE = "a plain `pip install` / `uv pip install` admits this pairing"
 # the four grid lines of the two-cell report, by reasoning from the fixtures
-Z1_LOSS = "toy-loss: vulnerable / missing 2/3 (+1 n/a) · train nan-logged from step 4"
+Z1_LOSS = "toy-loss: vulnerable / missing (exposed) 2/3 (+1 n/a) · train nan-logged from step 4"
 Z1_CPU = "cpu-ops: absent / not-needed"
 Z2_LOSS = "toy-loss: fixed / not-needed 2/2 · train clean"
-Z2_CPU = "cpu-ops: vulnerable / missing 3/4"
+Z2_CPU = "cpu-ops: vulnerable / missing (unknown) 3/4"
 
 
 @pytest.fixture
@@ -60,11 +60,13 @@ def test_terminal_grid_one_line_per_check_and_plain_words(report: dict) -> None:
         "",
         "FAIL u1__z1 · toy-loss-masked-nan: missing: no guard replaced the forward",
         "    symptom: logged loss NaN from step 4 to the end",
+        "    reach: exposed: reach exposed",
         f"    install: {UNREACHABLE}",
         "    fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         f"    next step: {NEXT_STEP['missing']}",
         "FAIL u1__z2 · cpu-ops-empty-batch: missing: no guard targets this kernel",
         "    symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
+        "    reach: unknown: reach unknown",
         f"    install: {REACHABLE}",
         "    fix: Pass num_items_in_batch explicitly until toy_zoo guards it.",
         f"    next step: {NEXT_STEP['missing']}",
@@ -97,8 +99,8 @@ def test_terminal_residual_and_error_cells() -> None:
     w = len(residual)
     assert lines[2:5] == [
         "unsloth \\ zoo  " + "z2".ljust(w) + "  z1",
-        "u2             " + residual + "  toy-loss: unknown / error",
-        "               " + Z1_CPU.ljust(w) + "  cpu-ops: unknown / error",
+        "u2             " + residual + "  toy-loss: unknown / error (unknown)",
+        "               " + Z1_CPU.ljust(w) + "  cpu-ops: unknown / error (unknown)",
     ]
     assert "PASS u2__z2 · toy-loss-masked-nan: passes, 1 residual failure (x-probe)" in lines
     assert "FAIL u2__z1 · cpu-ops-empty-batch: error: build: uv pip install failed (exit 1)" in lines
@@ -128,18 +130,20 @@ def test_markdown_grid_counts_and_failing_checks(report: dict) -> None:
     assert lines[start + 1] == "|---|---|---|"
     assert lines[start + 2] == (
         "| u1 (pypi 2026.10.9) "
-        "| toy-loss: vulnerable / **missing** 2/3 (+1 n/a) · train nan-logged from step 4<br>"
+        "| toy-loss: vulnerable / **missing** (exposed) 2/3 (+1 n/a) · train nan-logged from step 4<br>"
         "cpu-ops: absent / not-needed "
-        "| toy-loss: fixed / not-needed 2/2 · train clean<br>cpu-ops: vulnerable / **missing** 3/4 |")
+        "| toy-loss: fixed / not-needed 2/2 · train clean<br>cpu-ops: vulnerable / **missing** (unknown) 3/4 |")
     failing = lines[lines.index("## Failing and latent checks") + 2:]
-    assert failing[:11] == [
-        "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing**: no guard replaced the forward",
+    assert failing[:13] == [
+        "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing** (reach exposed): no guard replaced the forward",
         "  - symptom: logged loss NaN from step 4 to the end",
+        "  - reach: exposed: reach exposed",
         f"  - install: {UNREACHABLE}",
         "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
-        "- **FAIL** `u1__z2` · `cpu-ops-empty-batch`: **missing**: no guard targets this kernel",
+        "- **FAIL** `u1__z2` · `cpu-ops-empty-batch`: **missing** (reach unknown): no guard targets this kernel",
         "  - symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
+        "  - reach: unknown: reach unknown",
         f"  - install: {REACHABLE}",
         "  - fix: Pass num_items_in_batch explicitly until toy_zoo guards it.",
         f"  - next step: {NEXT_STEP['missing']}",

@@ -23,14 +23,15 @@ def test_failing_cells_expanded_with_plain_words_passing_collapsed() -> None:
     assert lines[2] == "Matrix `matrix/test.toml` · 3 cells × 2 checks · failing states: broken, error, missing."
     assert "| `toy-loss-masked-nan` (toy-loss) | no-ops 1, missing 1, not-needed 1 |" in lines
     start = lines.index("### ❌ `u1__z1`")
-    assert lines[start:start + 11] == [
+    assert lines[start:start + 12] == [
         "### ❌ `u1__z1`",
         "",
-        "- toy-loss: vulnerable / **missing** 2/3 (+1 n/a) · train nan-logged from step 4",
+        "- toy-loss: vulnerable / **missing** (exposed) 2/3 (+1 n/a) · train nan-logged from step 4",
         "- cpu-ops: absent / not-needed",
         "",
-        "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing**: no guard replaced the forward",
+        "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing** (reach exposed): no guard replaced the forward",
         "  - symptom: logged loss NaN from step 4 to the end",
+        "  - reach: exposed: reach exposed",
         "  - install: only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
         "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
