@@ -161,7 +161,8 @@ class HtmlRenderer(Renderer):
                     guard = state_of(v, "guard")
                     mark = "✗" if v.get("gate_fail") else "✓"
                     lines.append(
-                        f'<span class="gl {guard_class(guard)}" data-check="{esc(c["id"])}" data-guard="{esc(guard)}" '
+                        f'<span class="gl {"g-warn" if v.get("gate_warn") else guard_class(guard)}" '
+                        f'data-check="{esc(c["id"])}" data-guard="{esc(guard)}" '
                         f'title="{esc(c["id"])}: {esc(guard)}: {esc(v.get("guard_reason"))}">'
                         f'{mark} {esc(verdict_line(e, c["id"], labels[c["id"]]))}</span>')
                 tds.append(

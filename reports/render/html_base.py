@@ -47,7 +47,8 @@ table{border-collapse:collapse}
 .g-activates{background:#dafbe1;color:#0f5323}.g-no-ops{background:#dafbe1;color:#0f5323}
 .g-not-needed{background:#eef6ef;color:#0f5323}
 .g-missing{background:var(--fail);color:#fff}.g-broken{background:var(--broken);color:#fff}
-.g-error{background:var(--err);color:#fff}.g-unknown{background:#eaeef2;color:var(--fg)}
+.g-error{background:var(--err);color:#fff}.g-warn{background:#fff8c5;color:#4d2d00}
+.failing li.warn{color:#6b4400}.g-unknown{background:#eaeef2;color:var(--fg)}
 .legend{font-size:12px;max-width:560px}.legend table td{padding:2px 6px;vertical-align:top;border:0}
 .legend p{margin:4px 0}
 details.cell{border:1px solid var(--line);border-left:8px solid var(--line);border-radius:6px;margin:8px 0}
@@ -70,8 +71,9 @@ tr.row-fail td{background:#ffebe9}
 pre{background:var(--soft);border:1px solid var(--line);padding:8px;overflow:auto;max-height:320px;
 white-space:pre-wrap;word-break:break-word}
 details.sub{margin:6px 0}details.sub>summary{cursor:pointer;color:#0969da}
-.gl{display:block;padding:3px 8px;margin:2px 0;border-radius:4px;font-size:13px;white-space:nowrap}
+.gl{display:block;padding:3px 8px;margin:2px 0;border-radius:4px;font-size:13px;overflow-wrap:anywhere}
 .gcell a{display:block;padding:4px 6px;min-width:170px;color:inherit;text-decoration:none}
+.grid{max-width:100%}.layout>.grid{flex:1 1 900px}
 td.gcell.fail{box-shadow:inset 0 0 0 3px #82071e}
 .counts{margin:2px 0;padding-left:20px}.advice{margin:4px 0 2px}.symptom{color:var(--fail)}
 section.check{border-left:4px solid var(--pass);padding:2px 0 6px 12px;margin:10px 0}
@@ -97,6 +99,8 @@ SCRIPT = """
   }
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
+  // For the layout test: how wide the page is laid out (no horizontal scroll when <= the window).
+  document.body.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
 })();
 """
 

@@ -124,3 +124,36 @@ def test_screenshots(chromium: str, report_html: Path, tmp_path: Path, name: str
                  report_html.as_uri() + fragment)
     assert png_size(shot) == size
     assert shot.stat().st_size > 50_000, f"{shot}: an almost blank screenshot; did the page render?"
+
+
+def default_matrix_like_report() -> dict:
+    """Six cells laid out like the default matrix (2 unsloth x 3 zoo builds), with grid lines as long as a
+    real run's: behaviour counts, training outcomes, reach and expected states on both checks."""
+    from tests.reports.cells import make_entry, make_report, training, verdict
+
+    long_missing = verdict("vulnerable", "missing", "no guard replaced the forward; logged loss NaN from step 4",
+                           behavior=(4, 7, 3, ["02", "03"], "4/11 (+3 n/a)"), reach="exposed",
+                           training=training("nan-logged", "nan-logged from step 4", "NaN to the end", 4))
+    latent = {**verdict("vulnerable", "missing", "nothing replaced zoo's kernel", behavior=(4, 1, 0, ["c1"], "4/5"),
+                        training=training("clean", "clean", "finite"), gate_fail=False, reach="latent"),
+              "gate_warn": True}
+    fine = verdict("fixed", "no-ops", "a guard is present", behavior=(14, 0, 0, [], "14/14"),
+                   training=training("clean", "clean", "finite"))
+    absent = verdict("absent", "not-needed", "no CPU backend", behavior=(0, 0, 5, [], "0/0 (+5 n/a)"))
+    cells = []
+    for u in ("u2026.10.9", "u2026.10.9-guard"):
+        for z in ("z2026.9.3", "z2026.9.3-fix", "z2026.10.9"):
+            loss = long_missing if (u, z) == ("u2026.10.9", "z2026.9.3") else fine
+            cpu = latent if z == "z2026.10.9" else absent
+            cells.append(make_entry(f"{u}__{z}", verdicts={LOSS["id"]: loss, CPU["id"]: cpu}, checks=None,
+                                    expect={LOSS["id"]: "missing"} if loss is long_missing else None))
+    return make_report(cells)
+
+
+def test_default_matrix_grid_needs_no_horizontal_scroll_at_1400px(chromium: str, tmp_path: Path) -> None:
+    out = tmp_path / "wide"
+    out.mkdir()
+    write_all(default_matrix_like_report(), out)
+    proc = run_chromium(chromium, tmp_path, "--window-size=1400,900", "--dump-dom", (out / "report.html").as_uri())
+    body = parse(proc.stdout).find("body")
+    assert int(body.attrs["data-scroll-width"]) <= 1400, body.attrs["data-scroll-width"]
