@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from matrix import stacks
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed, torch_build
 from matrix.progress import ticking
@@ -74,7 +75,8 @@ class CellRun:
     """Accumulates one cell's record while its steps run."""
 
     def __init__(self, cell_id: str, builds: dict[str, dict[str, Any]], options: CellOptions, matrix_label: str,
-                 out_dir: Path, expect: dict[str, str] | None = None) -> None:
+                 out_dir: Path, expect: dict[str, str] | None = None, stack: str | None = None,
+                 requested: dict[str, str | None] | None = None) -> None:
         self.dir = out_dir / "cells" / cell_id
         self.options = options
         self.started = time.perf_counter()
@@ -94,12 +96,15 @@ class CellRun:
             "checks": None,
             "error": None,
             "expect": dict(expect or {}),  # the matrix file's expected states, {check id: guard state}
+            # the trainer stack: its [[stack]] name, the versions asked for, the versions installed (record step)
+            "stack": stacks.record(stack, requested),
         }
 
     @classmethod
     def for_cell(cls, cell: Cell, matrix: Matrix, out_dir: Path) -> CellRun:
         builds = {"unsloth": build_entry(cell.unsloth), "zoo": build_entry(cell.zoo)}
-        return cls(cell.id, builds, cell.options, str(matrix.path), out_dir, expect=cell.expect_map)
+        return cls(cell.id, builds, cell.options, str(matrix.path), out_dir, expect=cell.expect_map,
+                   stack=cell.stack.name if cell.stack else None, requested=stacks.requested(cell.options))
 
     def step(self, name: str, seconds: float, ok: bool, **extra: Any) -> None:
         self.record["steps"].append({"name": name, "seconds": round(seconds, 3), "ok": ok, **extra})
@@ -122,7 +127,8 @@ def error_cell(cell: Cell, matrix: Matrix, out_dir: Path, kind: str, message: st
 
 
 def admissibility(reqs: list[str], python: str, workdir: Path) -> dict[str, Any]:
-    """Would a plain resolve (no overrides) admit this pair? Asks ``uv pip compile``."""
+    """Would a plain resolve (no overrides) admit this pair, with the trainer stack it asks for
+    (``reqs``: the pair's requirements plus any requested torch/transformers/trl)? Asks ``uv pip compile``."""
     req_file = workdir / "pair.in"
     req_file.write_text("\n".join(reqs) + "\n", encoding="utf-8")
     res = run_tool([uv_bin(), "pip", "compile", str(req_file), "--python-version", python, "--quiet",
@@ -170,11 +176,23 @@ def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
         "schema": CELL_SCHEMA,
         "builds": {role: {"pin": m.pin if m.digest is None else None, "digest": m.digest}
                    for role, m in sorted(made.items())},
-        "options": dict(sorted(cell.options.__dict__.items())),
+        # transformers/trl left to the resolver are left out, so results from before those options stay reusable
+        "options": {k: v for k, v in sorted(cell.options.__dict__.items())
+                    if v or k not in stacks.TRAINER_PACKAGES},
         "guard_module": cell.unsloth.guard_module,
         "probes": probes_digest(),
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def restack(old: dict[str, Any], run: CellRun, path: Path) -> dict[str, Any]:
+    """A reused result names the cell's current stack (a renamed stack has the same digest) and what its env
+    resolved; a result from before the trainer-stack axis gains its ``stack`` entry. Rewritten when it changes."""
+    entry = {**run.record["stack"], "resolved": stacks.resolved(old.get("installed") or [])}
+    if old.get("stack") != entry:
+        old["stack"] = entry
+        write_json_atomic(path, old)
+    return old
 
 
 def reusable(path: Path, digest: str) -> dict[str, Any] | None:
@@ -269,7 +287,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         old = reusable(cdir / "cell.json", digest)
         if old is not None:
             say("unchanged since the last run (same cell digest): reusing its result (`-- --force` redoes it)")
-            return old
+            return restack(old, run, cdir / "cell.json")
     say(f"builds ready: {cell.unsloth.describe()} x {cell.zoo.describe()}")
     problem = disk_problem(env_dir.parent)
     if problem:
@@ -279,16 +297,15 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     # 2. would a plain install admit the pair?
     t = time.perf_counter()
     reqs = [made["unsloth"].requirement, made["zoo"].requirement]
-    run.record["admissible"] = admissibility(reqs, opts.python, build_dir)
+    wanted = stacks.requirement_lines(opts)  # the requested torch/transformers/trl
+    run.record["admissible"] = admissibility(reqs + wanted, opts.python, build_dir)
     run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
 
     # 3. install with overrides so refused skews still install
     t = time.perf_counter()
     if create_env:
         ensure_env(env_dir, opts.python)
-    overrides = [made["unsloth"].pin, made["zoo"].pin]
-    if opts.torch:
-        overrides.append(f"torch{opts.torch}" if opts.torch[0] in "<>=!~" else f"torch=={opts.torch}")
+    overrides = [made["unsloth"].pin, made["zoo"].pin, *wanted]
     ov = build_dir / "overrides.txt"
     ov.write_text("\n".join(overrides) + "\n", encoding="utf-8")
     python = env_dir / "bin" / "python"
@@ -318,6 +335,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     t = time.perf_counter()
     run.record["installed"] = installed(env_dir)
     run.record["torch"] = torch_build(run.record["installed"])
+    run.record["stack"]["resolved"] = stacks.resolved(run.record["installed"])
     for role in ("unsloth", "zoo"):
         entry = run.record["builds"][role]
         got = next((d for d in run.record["installed"]

@@ -2,8 +2,9 @@
 
 Like pytest's strict xfail (``reports.gate.evaluate`` does the judging): a
 table names the cells it applies to (``unsloth`` and ``zoo`` build names, each
-optional: default every build of that package), the check (optional: default
-every registered check) and the guard state expected. Tables apply in file
+optional: default every build of that package), the trainer stack (``stack``,
+a ``[[stack]]`` name, optional: default every stack), the check (optional:
+default every registered check) and the guard state expected. Tables apply in file
 order, so a narrow table after a file-wide one overrides it. Problems are
 collected in the matrix file's style (``matrix.spec``): the table, the key,
 the bad value, a close match and the valid values.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-KEYS = ("unsloth", "zoo", "check", "state")
+KEYS = ("unsloth", "zoo", "stack", "check", "state")
 PACKAGE_OF_ROLE = {"unsloth": "unsloth", "zoo": "unsloth_zoo"}
 
 
@@ -33,14 +34,15 @@ def _table_problems(where: str, table: dict[str, Any]) -> list[str]:
     return problems
 
 
-def resolve(raw: Any, roles: dict[str, str], cells: list[tuple[str, str, str]],
-            problems: list[str]) -> dict[str, dict[str, str]]:
-    """``{cell id: {check id: state}}`` for ``cells`` (``(id, unsloth build, zoo build)``), given each
-    build's role (``roles``: name -> ``unsloth`` | ``zoo``); problems are appended to ``problems``."""
+def resolve(raw: Any, roles: dict[str, str], cells: list[tuple[str, str, str, str | None]],
+            problems: list[str], *, stacks: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """``{cell id: {check id: state}}`` for ``cells`` (``(id, unsloth build, zoo build, stack name or None)``),
+    given each build's role (``roles``: name -> ``unsloth`` | ``zoo``) and the file's stack names (``stacks``);
+    problems are appended to ``problems``."""
     from probes.checks import ids as check_ids
     from probes.checks.vocabulary import GUARD_STATES
 
-    out: dict[str, dict[str, str]] = {cid: {} for cid, _, _ in cells}
+    out: dict[str, dict[str, str]] = {cell[0]: {} for cell in cells}
     if not isinstance(raw, list):
         return out  # the top-level type check reports it
     checks = check_ids()
@@ -58,6 +60,10 @@ def resolve(raw: Any, roles: dict[str, str], cells: list[tuple[str, str, str]],
                 valid = [n for n, r in roles.items() if r == role]
                 bad.append(f"{where}: {role} = {name!r} is not a {PACKAGE_OF_ROLE[role]} build in this file"
                            f"{_suggest(name, valid)}; {role} builds: {', '.join(valid)}")
+        stack = table.get("stack")
+        if isinstance(stack, str) and stack not in stacks:
+            bad.append(f"{where}: stack = {stack!r} is not a [[stack]] in this file{_suggest(stack, tuple(stacks))}; "
+                       + (f"stacks: {', '.join(stacks)}" if stacks else "this file has no [[stack]] tables"))
         check, state = table.get("check"), table.get("state")
         if isinstance(check, str) and check not in checks:
             bad.append(f"{where}: check = {check!r} is not a registered check{_suggest(check, checks)}; "
@@ -68,7 +74,8 @@ def resolve(raw: Any, roles: dict[str, str], cells: list[tuple[str, str, str]],
         problems += bad
         if bad:
             continue
-        hits = [cid for cid, u, z in cells if table.get("unsloth", u) == u and table.get("zoo", z) == z]
+        hits = [cid for cid, u, z, s in cells
+                if table.get("unsloth", u) == u and table.get("zoo", z) == z and table.get("stack", s) == s]
         if not hits and cells:
             problems.append(f"{where}: names no cell of this matrix (the pair is excluded or not included)")
         for cid in hits:

@@ -194,7 +194,7 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out])
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)
     failing = frozenset(fail_on or matrix.fail_on)
-    rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing)
+    rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing, strict=matrix.strict)
     attach_scan(rep, out)
     if dirs:
         # A merged output directory carries its cells, so it can be re-rendered or merged again.
@@ -257,7 +257,7 @@ def finish_cell(record: dict[str, Any], cell: spec.Cell, matrix: Matrix, *, seco
     from reports.model import build_report
 
     rep = build_report([{**record, "expect": cell.expect_map}], matrix=str(matrix.path),
-                       failing=frozenset(matrix.fail_on))
+                       failing=frozenset(matrix.fail_on), strict=matrix.strict)
     outcome = evaluate(rep)
     states = {c.check: c.state for c in outcome.checks}
     kind = outcome.cell_kind(cell.id)

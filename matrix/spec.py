@@ -1,15 +1,16 @@
 """Matrix files: load, validate, and expand into cells.
 
 A matrix file is TOML: ``schema``, ``[options]``, ``[[build]]``, optional ``[pairs]``
-(default: the full product), ``[[expect]]`` and ``[gate]`` (README, "Writing a matrix
-file"). Validation collects every problem before failing (``SpecError``), each message
-naming the file, table and key, quoting the bad value and suggesting a close match.
-Every accepted key is declared here or in a source's ``KEYS``: an unknown key is an error.
+(default: the full product), ``[[stack]]`` (trainer stacks crossed with every pair:
+``matrix.stacks``), ``[[expect]]`` and ``[gate]`` (README, "Writing a matrix file").
+Validation collects every problem before failing (``SpecError``), each message naming
+the file, table and key, quoting the bad value and suggesting a close match. Every
+accepted key is declared here, in ``matrix.stacks`` or in a source's ``KEYS``: an
+unknown key is an error.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -19,10 +20,12 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix import expect, inputs
+from matrix import expect, inputs, stacks, tables
 from matrix.errors import SpecError
 from matrix.index import IndexClient
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
+from matrix.stacks import STACK_PACKAGES, Stack
+from matrix.tables import check_keys, id_collisions, name_problem, suggest, type_problem
 from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
 if sys.version_info >= (3, 11):
@@ -33,12 +36,14 @@ else:  # pragma: no cover
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MATRIX = REPO_ROOT / "matrix" / "default.toml"
 MATRIX_ENV = "SKEWMATRIX_MATRIX"
+nox_safe = tables.nox_safe  # how nox names a cell's env directory (matrix.bench reads it here)
 SCHEMA = 1
 
 PACKAGES = {"unsloth": "unsloth", "unsloth-zoo": "zoo"}
 TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict,
-                                                "gate": dict, "expect": list}
-GATE_KEYS: dict[str, type] = {"fail_on": list}
+                                                "stack": list, "gate": dict, "expect": list}
+# strict: a `latent` cell fails the gate too (reports.gate).
+GATE_KEYS: dict[str, type] = {"fail_on": list, "strict": bool}
 # The failing states are defined once, in the checks' vocabulary; `[gate] fail_on` replaces them per file.
 DEFAULT_FAIL_ON = tuple(s for s in GUARD_STATES if s in FAILING_BY_DEFAULT)
 BUILD_KEYS: dict[str, type] = {"name": str, "package": str, "source": str}
@@ -51,20 +56,9 @@ OPTION_CHOICES: dict[str, tuple[str, ...]] = {
     "cpu_mode": ("allow-cpu", "cpu-backend"),
 }
 OPTION_KEYS: dict[str, type | tuple[type, ...]] = {
-    "python": str, "device": str, "compile": str, "cpu_mode": str, "timeout": int, "torch": str,
+    "python": str, "device": str, "compile": str, "cpu_mode": str, "timeout": int,
+    **dict.fromkeys(STACK_PACKAGES, str),  # torch, transformers, trl: a version or a specifier set
 }
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$")
-TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "an array", dict: "a table"}
-
-
-def suggest(word: str, valid: list[str] | set[str] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, sorted(valid), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def nox_safe(cell_id: str) -> str:
-    """How nox turns a session id into an env directory name (lowercase, [^\\w\\s-] -> '-')."""
-    return re.sub(r"[^\w\s-]", "-", cell_id.lower())
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,9 @@ class CellOptions:
     compile: str = "auto"
     cpu_mode: str = "allow-cpu"
     timeout: int = 1800
-    torch: str = ""
+    torch: str = ""  # torch, transformers, trl: "" (the resolver picks), a version, or a specifier set
+    transformers: str = ""
+    trl: str = ""
 
     def resolved_device(self, cuda_available: bool = False) -> str:
         if self.device == "auto":
@@ -109,10 +105,12 @@ class Cell:
     options: CellOptions
     # (check id, expected guard state) pairs from the file's [[expect]] tables (``matrix.expect``).
     expect: tuple[tuple[str, str], ...] = ()
+    stack: Stack | None = None  # the [[stack]] this cell runs with; its values are already in ``options``
 
     @property
     def id(self) -> str:
-        return f"{self.unsloth.name}__{self.zoo.name}"
+        pair = f"{self.unsloth.name}__{self.zoo.name}"
+        return f"{pair}__{self.stack.name}" if self.stack else pair
 
     @property
     def expect_map(self) -> dict[str, str]:
@@ -126,6 +124,8 @@ class Matrix:
     builds: dict[str, Build]
     cells: list[Cell] = field(default_factory=list)
     fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
+    stacks: tuple[Stack, ...] = ()
+    strict: bool = False  # [gate] strict: `latent` cells fail the gate too
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -140,35 +140,13 @@ def matrix_path_from_env() -> Path:
     return Path(value) if value else DEFAULT_MATRIX
 
 
-def _type_problem(where: str, key: str, value: Any, want: type | tuple[type, ...]) -> str | None:
-    wants = want if isinstance(want, tuple) else (want,)
-    # bool is an int subclass in Python but not in TOML: keep them apart.
-    ok = isinstance(value, wants) and not (isinstance(value, bool) and bool not in wants)
-    if ok:
-        return None
-    names = " or ".join(TYPE_NAMES.get(w, w.__name__) for w in wants)
-    return f"{where}: {key!r} must be {names}, got {type(value).__name__} {value!r:.60}"
-
-
-def _check_keys(where: str, table: dict[str, Any], valid: dict[str, Any]) -> list[str]:
-    problems = []
-    for key, value in table.items():
-        if key not in valid:
-            problems.append(f"{where}: unknown key {key!r}{suggest(key, valid)}; valid keys: {', '.join(valid)}")
-            continue
-        p = _type_problem(where, key, value, valid[key])
-        if p:
-            problems.append(p)
-    return problems
-
-
 def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
     if not isinstance(table, dict):
         return base or CellOptions(), [f"{where}: must be a table, got {type(table).__name__} {table!r:.60}"]
-    problems = _check_keys(where, table, OPTION_KEYS)
+    problems = check_keys(where, table, OPTION_KEYS)
     values = dict(base.__dict__) if base else {}
     for key, value in table.items():
-        if key not in OPTION_KEYS or _type_problem(where, key, value, OPTION_KEYS[key]):
+        if key not in OPTION_KEYS or type_problem(where, key, value, OPTION_KEYS[key]):
             continue
         if key in OPTION_CHOICES and value not in OPTION_CHOICES[key]:
             choices = OPTION_CHOICES[key]
@@ -180,12 +158,12 @@ def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tu
         if key == "python" and not re.fullmatch(r"3\.\d{1,2}", value):
             problems.append(f"{where}: python = {value!r} must look like '3.11'")
             continue
-        if key == "torch":
-            bad = inputs.requirement_value_problem(where, key, value, "torch")
+        if key in STACK_PACKAGES:
+            bad = inputs.requirement_value_problem(where, key, value, key)
             if bad:
                 problems.append(bad)
                 continue
-        values[key] = value.strip() if key == "torch" else value
+        values[key] = value.strip() if key in STACK_PACKAGES else value
     return CellOptions(**values), problems
 
 
@@ -203,13 +181,11 @@ def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tup
     if src_cls is None:
         # Unknown kind: only judge the common keys, the rest depends on the kind.
         allowed.update({k: object for k in table if k not in BUILD_KEYS})
-    problems += _check_keys(where, table, allowed)
+    problems += check_keys(where, table, allowed)
     for key in BUILD_KEYS:
         if key not in table:
             problems.append(f"{where}: missing required key {key!r}")
-    if isinstance(name, str) and not NAME_RE.fullmatch(name):
-        problems.append(f"{where}: name {name!r} must be 1-48 characters of letters, digits, '.', '_', '-', "
-                        "starting with a letter or digit")
+    problems += [p for p in [name_problem(where, name)] if p]
     package = table.get("package")
     if isinstance(package, str) and canonicalize_name(package) not in PACKAGES:
         problems.append(f"{where}: package {package!r} is not one of unsloth, unsloth_zoo"
@@ -253,7 +229,7 @@ def load(path: Path | str | None = None, *, index: IndexClient | None = None, ch
 
 def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = None,
               check_index: bool = True) -> Matrix:
-    problems = _check_keys("top level", data, TOP_KEYS)
+    problems = check_keys("top level", data, TOP_KEYS)
     schema = data.get("schema", SCHEMA)
     if isinstance(schema, int) and not isinstance(schema, bool) and schema != SCHEMA:
         problems.append(f"top level: schema = {schema} is not supported (this skewmatrix reads schema {SCHEMA})")
@@ -323,33 +299,37 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
     pairs = data.get("pairs", {})
     cells: list[Cell] = []
     if isinstance(pairs, dict):
-        problems += _check_keys("[pairs]", pairs, PAIR_KEYS)
+        problems += check_keys("[pairs]", pairs, PAIR_KEYS)
         cells = _expand(pairs, builds, by_role, options, problems)
-
-    seen: dict[str, str] = {}
-    for c in cells:
-        key = nox_safe(c.id)
-        if key in seen and seen[key] != c.id:
-            problems.append(f"cells {seen[key]!r} and {c.id!r} collide once nox maps ids to directory names "
-                            f"({key!r}); rename one of the builds")
-        seen[key] = c.id
-    fail_on = DEFAULT_FAIL_ON
-    gate = data.get("gate", {})
-    if isinstance(gate, dict):
-        problems += _check_keys("[gate]", gate, GATE_KEYS)
-        raw = gate.get("fail_on", list(DEFAULT_FAIL_ON))
-        if isinstance(raw, list):
-            bad = [s for s in raw if s not in GUARD_STATES]
-            problems += [f"[gate]: fail_on entry {b!r} is not a guard state{suggest(str(b), GUARD_STATES)}; "
-                         f"valid: {', '.join(GUARD_STATES)}" for b in bad]
-            fail_on = tuple(raw)
+    file_stacks = stacks.parse(data.get("stack"), problems)
+    cells = stacks.cross(cells, file_stacks)
+    problems += id_collisions([c.id for c in cells])
+    fail_on, strict = _parse_gate(data.get("gate", {}), problems)
     if "expect" in data:
         found = expect.resolve(data["expect"], {n: b.role for n, b in builds.items()},
-                               [(c.id, c.unsloth.name, c.zoo.name) for c in cells], problems)
+                               [(c.id, c.unsloth.name, c.zoo.name, c.stack.name if c.stack else None)
+                                for c in cells], problems, stacks=[s.name for s in file_stacks])
         cells = [replace(c, expect=tuple(sorted(found[c.id].items()))) if found.get(c.id) else c for c in cells]
     if problems:
         raise SpecError(str(path), problems)
-    return Matrix(path=path, options=options, builds=builds, cells=cells, fail_on=fail_on)
+    return Matrix(path=path, options=options, builds=builds, cells=cells, fail_on=fail_on,
+                  stacks=tuple(file_stacks), strict=strict)
+
+
+def _parse_gate(gate: Any, problems: list[str]) -> tuple[tuple[str, ...], bool]:
+    """``[gate]``: ``fail_on`` (guard states) and ``strict`` (a bool)."""
+    if not isinstance(gate, dict):
+        return DEFAULT_FAIL_ON, False  # the top-level type check reports it
+    problems += check_keys("[gate]", gate, GATE_KEYS)
+    fail_on = DEFAULT_FAIL_ON
+    raw = gate.get("fail_on", list(DEFAULT_FAIL_ON))
+    if isinstance(raw, list):
+        bad = [s for s in raw if s not in GUARD_STATES]
+        problems += [f"[gate]: fail_on entry {b!r} is not a guard state{suggest(str(b), GUARD_STATES)}; "
+                     f"valid: {', '.join(GUARD_STATES)}" for b in bad]
+        fail_on = tuple(raw)
+    strict = gate.get("strict", False)
+    return fail_on, strict if isinstance(strict, bool) else False
 
 
 def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:

@@ -182,18 +182,30 @@ def zoo_state(check: dict[str, Any]) -> tuple[ZooState, str, str, str]:
     return ZooState(static), f"both detectors: {result.get('reason', static_reason)}", static, runtime
 
 
+# The suites whose tests count: the named behaviour suite and the differential oracle (a step that did
+# not run leaves no count; a step that ran and died is one failure, never "0 failures").
+SUITE_STEPS = ("behavior", "differential")
+STEP_DIED = frozenset({"error", "crash", "timeout"})
+
+
 def behavior_counts(check: dict[str, Any]) -> tuple[BehaviorCounts, dict[str, Any] | None]:
-    result = step_result(check, "behavior")
-    if not result:
-        return BehaviorCounts(), None
-    tests = result.get("tests", [])
-    failing = tuple(t["id"] for t in tests if t.get("outcome") == "fail")
-    return BehaviorCounts(
-        passed=sum(t.get("outcome") == "pass" for t in tests),
-        failed=len(failing),
-        na=sum(t.get("outcome") == "n/a" for t in tests),
-        failing=failing,
-    ), result
+    """Pass / fail / n-a over every suite step of the check, and the ``behavior`` step's result."""
+    passed = na = 0
+    failing: list[str] = []
+    for name in SUITE_STEPS:
+        s = step(check, name)
+        if s is None or s.get("status") == "skipped":
+            continue
+        if s.get("status") in STEP_DIED or (s.get("status") == "ok" and not isinstance(
+                (s.get("result") or {}).get("tests"), list)):
+            failing.append(f"{name} ({s.get('status')}: {str(s.get('reason') or 'no tests recorded')[:120]})")
+            continue
+        tests = (s.get("result") or {}).get("tests") or []
+        failing += [str(t.get("id")) for t in tests if t.get("outcome") == "fail"]
+        passed += sum(t.get("outcome") == "pass" for t in tests)
+        na += sum(t.get("outcome") == "n/a" for t in tests)
+    return (BehaviorCounts(passed=passed, failed=len(failing), na=na, failing=tuple(failing)),
+            step_result(check, "behavior"))
 
 
 def training(check: dict[str, Any]) -> Training | None:
@@ -248,6 +260,12 @@ def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}
     return Reach.LATENT, (f"the trainer on this cell's stack{stack} sent {given} at every fully masked "
                           "micro-batch and its logged loss stayed finite, so its SFT runs are not affected; "
                           f"the kernel still misbehaves on {fault}")
+
+
+def replaced_on_fixed_zoo(what: str, extra: str = "") -> tuple[GuardState, str]:
+    """The one rule for every check: replacing a kernel that already carries the fix is ``broken`` (a guard
+    must detect the fix structurally and stay idle: DESIGN.md section 4), whatever its tests say."""
+    return GuardState.BROKEN, f"{what} was replaced on a zoo that carries the fix" + (f"; {extra}" if extra else "")
 
 
 def precondition(check: dict[str, Any], zoo: ZooState, zoo_reason: str) -> tuple[GuardState, str] | None:

@@ -16,6 +16,7 @@ from probes.checks.vocabulary import (
     behavior_counts,
     precondition,
     reach,
+    replaced_on_fixed_zoo,
     step_result,
     training,
     zoo_state,
@@ -60,11 +61,8 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
             return out(GuardState.BROKEN, "the kernel was replaced but " + "; ".join(problems), train_text)
         return out(GuardState.ACTIVATES, f"the kernel was replaced; the all-masked loss is finite; {counts.label()}")
     if replaced:
-        if counts.failed or train_text:
-            return out(GuardState.BROKEN, "the kernel was replaced on a fixed zoo; "
-                       + "; ".join(x for x in (f"behaviour tests failing: {fails}" if fails else "", train_text) if x),
-                       train_text)
-        return out(GuardState.NO_OPS, "the kernel was replaced on a fixed zoo and behaves like it")
+        extra = "; ".join(x for x in (f"behaviour tests failing: {fails}" if fails else "", train_text) if x)
+        return out(*replaced_on_fixed_zoo("zoo's CPU kernel", extra), train_text)
     if train_text:
         return out(GuardState.ERROR, f"the zoo is fixed by both detectors but {train_text}", train_text)
     if counts.failed:

@@ -20,6 +20,7 @@ from probes.checks.vocabulary import (
     behavior_counts,
     precondition,
     reach,
+    replaced_on_fixed_zoo,
     step_result,
     training,
     zoo_state,
@@ -75,6 +76,9 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     if zoo is ZooState.ABSENT:
         if replaced:
             return out(GuardState.BROKEN, "a guard replaced a forward in a zoo without the fused kernel")
+        if present and counts.failed:
+            return out(GuardState.BROKEN, f"a guard is present in a zoo without the fused kernel and its tests "
+                                          f"fail: {fails}")
         return out(GuardState.NOT_NEEDED, "no fused cross-entropy kernel in this zoo")
     if zoo is ZooState.VULNERABLE:
         if not replaced:
@@ -105,8 +109,7 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
                    + extra)
     # zoo fixed
     if replaced:
-        return out(GuardState.BROKEN, "a guard replaced the forward of a zoo that carries the fix"
-                   + (f"; behaviour tests failing: {fails}" if fails else ""))
+        return out(*replaced_on_fixed_zoo("zoo's forward", f"behaviour tests failing: {fails}" if fails else ""))
     if not finite or train_failed:
         why = ("the all-masked call after import unsloth is not finite on " + ", ".join(bad_routes)
                if not finite else train_text)
