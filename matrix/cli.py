@@ -26,18 +26,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from matrix.arguments import (
+    add_bench_arguments,
+    add_gate_arguments,
+    add_pinned_arguments,
+    add_report_arguments,
+    add_run_arguments,
+    apply_strict,
+)
 from matrix.errors import EXIT_CODES_HELP, EXIT_HARNESS, EXIT_OK, SkewmatrixError
 from matrix.settings import out_dir, run_id
 
 DEBUG_ENV = "SKEWMATRIX_DEBUG"
-FORMATS = ("terminal", "markdown", "json", "junit", "html")
-GATE_EXIT_HELP = """\
-exit codes:
-  0  every cell passes (or is in the state the matrix file expects)
-  1  exposure found: a cell is `missing` or `broken` (a failing state of [gate] fail_on)
-  2  no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed"""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with the exit codes under every --help, and bad input always exit 2."""
 
@@ -45,55 +45,6 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         kwargs.setdefault("epilog", EXIT_CODES_HELP)
         super().__init__(*args, **kwargs)
-
-
-# ---------------------------------------------------------------- argument groups shared by several commands
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``matrix`` and ``cell`` (nox hands a session's posargs to every session it runs)."""
-    p.add_argument("--force", action="store_true", help="rerun cells whose stored result is current")
-    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default=None,
-                   help="run every cell on this device instead of the matrix file's [options] device")
-    add_report_arguments(p)
-
-
-def add_report_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--exit-zero", action="store_true",
-                   help="exit 0 even when the gate fails (errors of the harness still exit 2)")
-    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
-                   help="the format printed on stdout at the end (default: terminal); every file format is "
-                        "written to the output directory regardless")
-    p.add_argument("-o", "--output", type=Path, default=None, metavar="DIR",
-                   help="output directory (default: $SKEWMATRIX_OUT, else reports/out)")
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="also list every passing cell and check")
-
-
-def add_gate_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = GATE_EXIT_HELP
-    p.add_argument("--unsloth", required=True, metavar="SOURCE",
-                   help="candidate: a version, a checkout or wheel path, or git+URL@REF")
-    p.add_argument("--below", type=int, default=3, help="zoo releases below the admitted floor (default 3)")
-    p.add_argument("--backport", action="append", default=[], metavar="NAME@BASEVERSION",
-                   help="also a zoo backport from matrix/backports (repeatable)")
-
-
-def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = GATE_EXIT_HELP
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--python", type=Path, help="an existing interpreter to probe in place")
-    which.add_argument("-r", "--requirements", type=Path, help="a requirements or lock file to build exactly")
-    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
-    p.add_argument("--cpu-mode", choices=("allow-cpu", "cpu-backend"), default="allow-cpu")
-
-
-def add_bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = "exit codes:\n  0  measured and written\n  2  a benchmark run failed, or bad input"
-    p.add_argument("what", nargs="?", choices=("matrix",), default="matrix",
-                   help="what to measure; `scan` instead runs the scan's benchmark (its own options follow)")
-    p.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")
-    p.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
 
 
 # ---------------------------------------------------------------- commands
@@ -140,6 +91,7 @@ def _print_report(rep: dict[str, Any], fmt: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from matrix import pipeline
 
+    apply_strict(args)
     log = _logger(args.format)
     rep = pipeline.report([Path(d) for d in args.dirs] or None, log=log)
     _print_report(rep, args.format)
@@ -151,6 +103,7 @@ def cmd_matrix(args: argparse.Namespace, *, run_cells: bool = True) -> int:
     from matrix import pipeline
     from matrix.progress import next_k
 
+    apply_strict(args)
     log = _logger(args.format)
     if run_cells:
         cells = pipeline.selected_cells(pipeline.load_matrix())
@@ -179,6 +132,7 @@ def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, n: int, s
     from matrix import pipeline
     from matrix.progress import next_k
 
+    apply_strict(args)
     start = time.perf_counter()
     record = pipeline.run_one(cell_id, env_dir, create_env=create_env, force=args.force, device=args.device,
                               log=log)
@@ -202,12 +156,14 @@ def cmd_cell(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     from matrix import gate
 
+    apply_strict(args)
     return gate.run(args, out_dir() / "gate", log=print)
 
 
 def cmd_pinned(args: argparse.Namespace) -> int:
     from matrix import pinned
 
+    apply_strict(args)
     return pinned.run(args, out_dir() / "pinned", log=print)
 
 

@@ -151,7 +151,7 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
 
 
 def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
-    """The gate for parsed arguments (``matrix.cli.add_gate_arguments``); exit 0/1/2 (``reports.gate``)."""
+    """The gate for parsed arguments (``matrix.arguments.add_gate_arguments``); exit 0/1/2 (``reports.gate``)."""
     from matrix import scan
     from reports.gate import evaluate, recommendation
 

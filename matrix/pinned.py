@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from matrix import settings
 from matrix.cell import CellRun, ensure_env, record_and_probe
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed
@@ -110,7 +111,8 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
 
 
 def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
-    """Probe what the parsed arguments name (``matrix.cli.add_pinned_arguments``); exit 0/1/2 (``reports.gate``)."""
+    """Probe what the parsed arguments name (``matrix.arguments.add_pinned_arguments``); exit 0/1/2
+    (``reports.gate``)."""
     from matrix.collect import fixed_since_zoo
     from reports.gate import evaluate, recommendation
     from reports.model import build_report
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
 
     options = CellOptions(device=args.device, cpu_mode=args.cpu_mode)
     cell = run_pinned(args.python, args.requirements, out, options=options, log=log)
-    report = build_report([cell], matrix=cell["matrix"])
+    report = build_report([cell], matrix=cell["matrix"], strict=settings.strict())
     out.mkdir(parents=True, exist_ok=True)
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))

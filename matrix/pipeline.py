@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import inputs, shard, spec
+from matrix import inputs, settings, shard, spec
 from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
 from matrix.collect import load_cells
 from matrix.errors import SkewmatrixError
@@ -194,7 +194,12 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out])
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)
     failing = frozenset(fail_on or matrix.fail_on)
-    rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing, strict=matrix.strict)
+    # Judged against the matrix file as it is now (a reused or merged result may carry older expectations),
+    # before anything is rendered: every format's headline then says what the exit code says.
+    current = {c.id: c.expect_map for c in matrix.cells}
+    results = [{**r, "expect": current[r["cell_id"]]} if r.get("cell_id") in current else r for r in results]
+    rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing,
+                       strict=settings.strict(matrix.strict))
     attach_scan(rep, out)
     if dirs:
         # A merged output directory carries its cells, so it can be re-rendered or merged again.
@@ -257,7 +262,7 @@ def finish_cell(record: dict[str, Any], cell: spec.Cell, matrix: Matrix, *, seco
     from reports.model import build_report
 
     rep = build_report([{**record, "expect": cell.expect_map}], matrix=str(matrix.path),
-                       failing=frozenset(matrix.fail_on), strict=matrix.strict)
+                       failing=frozenset(matrix.fail_on), strict=settings.strict(matrix.strict))
     outcome = evaluate(rep)
     states = {c.check: c.state for c in outcome.checks}
     kind = outcome.cell_kind(cell.id)

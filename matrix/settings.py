@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 OUT_ENV = "SKEWMATRIX_OUT"
 CACHE_ENV = "SKEWMATRIX_CACHE"
 RUN_ID_ENV = "SKEWMATRIX_RUN_ID"
+STRICT_ENV = "SKEWMATRIX_STRICT"
 
 
 def out_dir() -> Path:
@@ -35,3 +36,9 @@ def run_id() -> str:
     if not value:
         value = os.environ[RUN_ID_ENV] = f"{os.getpid()}"
     return value
+
+
+def strict(matrix_strict: bool = False) -> bool:
+    """Does ``missing`` fail the gate even where its reach is latent? The matrix file's ``[gate] strict``,
+    or ``--strict`` / ``SKEWMATRIX_STRICT=1`` for this run."""
+    return matrix_strict or os.environ.get(STRICT_ENV, "").strip() in ("1", "true", "yes")

@@ -43,6 +43,13 @@ def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT,
     return out
 
 
+def column_of(cell: dict[str, Any]) -> str:
+    """The grid column of a cell: its zoo build, and its trainer stack where the matrix names one."""
+    zoo = str(((cell.get("builds") or {}).get("zoo") or {}).get("name"))
+    stack = (cell.get("stack") or {}).get("name") if isinstance(cell.get("stack"), dict) else None
+    return f"{zoo} @ {stack}" if stack else zoo
+
+
 def check_table() -> list[dict[str, Any]]:
     """The registered checks, in registry order, as the report lists them."""
     return [asdict(i) for i in checks.infos()]
@@ -60,7 +67,7 @@ def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] |
     cols: list[str] = []
     entries = []
     for cell in cells:
-        u, z = cell["builds"]["unsloth"]["name"], cell["builds"]["zoo"]["name"]
+        u, z = cell["builds"]["unsloth"]["name"], column_of(cell)
         if u not in rows:
             rows.append(u)
         if z not in cols:

@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from reports.model import column_of
+
 Outcome = Literal["pass", "failure", "error", "skipped"]
 
 # Training outcomes that mean a user's run logged or stored a NaN, or crashed in the trainer.
@@ -51,11 +53,14 @@ def short_labels(check_list: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def grid_index(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(unsloth build, zoo build) -> the report's cell there (the first one, should two claim the same pair)."""
+    """(unsloth build, grid column) -> the report's cell there (the first one, should two claim the same pair).
+
+    The column is the zoo build, with the cell's trainer stack where the matrix crosses stacks
+    (``reports.model.column_of``)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for e in _list(report.get("cells")):
         builds = _dict(_dict(e).get("builds"))
-        key = (str(_dict(builds.get("unsloth")).get("name")), str(_dict(builds.get("zoo")).get("name")))
+        key = (str(_dict(builds.get("unsloth")).get("name")), column_of(_dict(e)))
         out.setdefault(key, e)
     return out
 
@@ -377,12 +382,17 @@ def run_title(run: dict[str, Any]) -> str:
 
 
 def build_descriptions(cells: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
-    """``(zoo name -> describe, unsloth name -> describe)`` over the cells that carry their builds."""
+    """``(grid column -> describe, unsloth name -> describe)`` over the cells that carry their builds; a
+    stack's column adds the transformers and TRL it resolved."""
     out: tuple[dict[str, str], dict[str, str]] = ({}, {})
     for e in cells:
         builds = e.get("builds") or {}
-        for i, role in enumerate(("zoo", "unsloth")):
-            if isinstance(builds.get(role), dict):
-                out[i][builds[role]["name"]] = builds[role].get("describe", "")
+        if isinstance(builds.get("zoo"), dict):
+            text = builds["zoo"].get("describe", "")
+            resolved = _dict(_dict(e.get("stack")).get("resolved"))
+            if _dict(e.get("stack")).get("name"):
+                text += " · " + ", ".join(f"{k} {v}" for k, v in resolved.items() if v and k != "torch")
+            out[0][column_of(e)] = text
+        if isinstance(builds.get("unsloth"), dict):
+            out[1][builds["unsloth"]["name"]] = builds["unsloth"].get("describe", "")
     return out
-

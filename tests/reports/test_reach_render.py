@@ -59,3 +59,18 @@ def test_junit_has_no_failure_for_a_latent_cell() -> None:
     assert skipped is not None and skipped.get("message", "").startswith("WARN: missing, reach latent: ")
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert props[f"check.{CPU['id']}.reach"] == "latent" and props[f"check.{CPU['id']}.gate"] == "warn"
+
+
+def test_stacks_are_grid_columns_of_their_own() -> None:
+    from reports.model import build_report
+
+    floor, newest = latent_cell(), latent_cell()
+    for cell, name, tf in ((floor, "floor", "4.52.4"), (newest, "newest", "5.17.0")):
+        cell["cell_id"] = f"u1__z3__{name}"
+        cell["stack"] = {"name": name, "requested": {"transformers": tf}, "resolved": {"transformers": tf, "trl": "x"}}
+    rep = build_report([floor, newest], matrix="m.toml")
+    assert rep["grid"] == {"unsloth": ["u1"], "zoo": ["z3 @ floor", "z3 @ newest"]}
+    text = RENDERERS["terminal"].render(rep)
+    assert "z3 @ floor" in text.splitlines()[2] and "z3 @ newest" in text.splitlines()[2]
+    page = RENDERERS["html"].render(rep)
+    assert "z3 @ newest<small>pypi z3 · transformers 5.17.0, trl x</small>" in page
