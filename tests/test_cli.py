@@ -162,8 +162,8 @@ def test_no_expect_means_no_expectations(tmp_path: Path) -> None:
 def test_default_matrix_declares_its_demonstration_cells() -> None:
     m = spec.load(spec.DEFAULT_MATRIX, check_index=False)
     got = {c.id: c.expect_map for c in m.cells if c.expect}
-    assert got == {"u2026.10.9__z2026.9.3": {FUSED: "missing"}, "u2026.10.9__z2026.10.9": {CPU: "missing"},
-                   "u2026.10.9-guard__z2026.10.9": {CPU: "missing"}}
+    # the CPU kernel's missing cells are latent (a warning that passes), so only the fused one is an XFAIL
+    assert got == {"u2026.10.9__z2026.9.3": {FUSED: "missing"}}
 
 
 def test_bad_expect_tables_are_all_reported_with_suggestions(tmp_path: Path) -> None:

@@ -32,6 +32,10 @@ EXPECTED = {
     (G, Z_FIX): {FUSED: ("fixed", "no-ops"), CPU: ("absent", "not-needed")},
     (G, Z_NEW): {FUSED: ("fixed", "no-ops"), CPU: ("vulnerable", "missing")},
 }
+# Reach of the failing states (None for passing ones), reasoned from DESIGN.md sections 1, 3 and 5b: zoo
+# 2026.9.3's fused kernel NaNs on the count of 0 zoo's trainer patch sends at a fully masked step (exposed);
+# zoo 2026.10.9's CPU kernel NaNs only without a count, and the CPU backend's SFTTrainer sends one (latent).
+REACH = {(U, Z_OLD): {FUSED: "exposed"}, (U, Z_NEW): {CPU: "latent"}, (G, Z_NEW): {CPU: "latent"}}
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +77,10 @@ def test_default_states(default_run, unsloth: str, zoo: str) -> None:
     for check, (zoo_state, guard_state) in EXPECTED[unsloth, zoo].items():
         v = cell["verdicts"][check]
         assert (v["zoo"], v["static"], v["runtime"], v["guard"]) == (zoo_state, zoo_state, zoo_state, guard_state), v
+        reach = REACH.get((unsloth, zoo), {}).get(check)
+        assert v["reach"] == reach, v
+        # latent passes the default gate with a warning; exposed fails it
+        assert (v["gate_fail"], v["gate_warn"]) == ((reach == "exposed"), (reach == "latent")), v
     # all 14 behaviour tests of the first check are accounted for in every cell
     tests = step(cell, FUSED, "behavior")["result"]["tests"]
     assert [t["id"][:2] for t in tests] == [f"{i:02d}" for i in range(1, 15)]
@@ -132,6 +140,22 @@ def test_second_check_runtime_on_the_newest_zoo(default_run) -> None:
     tests = {t["id"]: t["outcome"] for t in step(new, CPU, "behavior")["result"]["tests"]}
     assert tests["c1-all-masked-none"] == "fail" and tests["c2-all-masked-zero"] == "pass"
     assert tests["c3-dense-reference"] == tests["c4-sparse-reference"] == tests["c5-chunks"] == "pass"
+
+
+def test_cpu_backend_training_run_on_its_own_route(default_run) -> None:
+    _, out = default_run
+    new = json.loads((out / "cells" / f"{U}__{Z_NEW}" / "cell.json").read_text())
+    s = step(new, CPU, "train")
+    # a second `import unsloth` without UNSLOTH_ALLOW_CPU: zoo's CPU backend, its FastLanguageModel and its
+    # patched SFTTrainer; the kernel ran at every step and received a count (never None) when fully masked
+    assert s["status"] == "ok" and s["process"] == "cpu-backend", s
+    train = s["result"]
+    assert train["outcome"] == "clean" and train["kernel_calls"] > 0, train
+    assert train["masked_inputs"] and "None" not in train["masked_inputs"], train["masked_inputs"]
+    assert {r["gradient_accumulation_steps"] for r in train["runs"]} == {1, 2}
+    # zoo 2026.9.3 has no CPU backend: the step says why it did not run
+    old = json.loads((out / "cells" / f"{U}__{Z_OLD}" / "cell.json").read_text())
+    assert step(old, CPU, "train")["status"] == "skipped"
 
 
 def test_backports_keep_the_base_version_but_not_its_digest(default_run) -> None:
