@@ -6,7 +6,10 @@ unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). In order:
 1. each check's ``static()`` -- in this process: reads installed source, imports nothing under test;
 2. the ``raw`` process (``probes.phases``) -- never imports unsloth: each check's raw steps;
 3. the ``unsloth`` process -- ``import unsloth`` once, then each check's unsloth steps (by default it runs
-   alongside the raw process and waits for its findings only where a step needs them).
+   alongside the raw process and waits for its findings only where a step needs them);
+4. each check's CPU-backend steps -- after ``import unsloth`` in zoo's CPU-backend mode: in the unsloth
+   process when ``--cpu-mode cpu-backend``; else in a third process, ``cpu-backend``, forked alongside the
+   others on a ``cpu`` device whose zoo has a CPU backend (elsewhere each such step is ``skipped``, with why).
 
 The probe JSON holds ``checks: {id: {"static": ..., "steps": [...]}}``; each step has a status
 ``ok``/``error``/``crash``/``timeout``/``skipped``, its seconds, the process that ran it, and its result.
@@ -25,7 +28,14 @@ from typing import Any
 
 from probes import checks
 from probes.common import error_text, write_json
-from probes.phases import run_both_forked, run_both_spawned
+from probes.phases import (
+    CPU_BACKEND,
+    CPU_BACKEND_IMPORT_KEY,
+    cpu_backend_steps,
+    cpu_backend_unavailable,
+    run_all_forked,
+    run_all_spawned,
+)
 
 SCHEMA = "skewmatrix.probes/2"
 LOG = "probes.log"
@@ -40,12 +50,15 @@ def _tail(path: Path, n: int = 40) -> str:
 
 
 def _steps(phase: dict[str, Any] | None, check_id: str, names: list[str], log: Path,
-           skipped_reason: str) -> list[dict[str, Any]]:
-    """Turn one phase process into this check's steps, judged by the process's status and the step's result."""
+           skipped_reason: str, process: str = "unsloth") -> list[dict[str, Any]]:
+    """Turn one phase process into this check's steps, judged by the process's status and the step's result.
+
+    ``phase`` None: the process did not run; each step is ``skipped`` with ``skipped_reason``.
+    """
     out = []
     for name in names:
         if phase is None:
-            out.append({"name": name, "process": "unsloth", "status": "skipped", "seconds": 0.0,
+            out.append({"name": name, "process": process, "status": "skipped", "seconds": 0.0,
                         "returncode": None, "reason": skipped_reason, "result": None})
             continue
         st: dict[str, Any] = {"name": name, "process": phase["name"], "returncode": phase["returncode"]}
@@ -105,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     if args.isolation == "fork" or args.device == "auto":
-        import torch  # shared by both forked phases: the largest import they have in common
+        import torch  # shared by every forked phase: the largest import they have in common
 
         report["torch_import_s"] = round(time.perf_counter() - start, 3)
         cuda = torch.cuda.is_available()
@@ -114,19 +127,35 @@ def main(argv: list[str] | None = None) -> int:
     device = ("cuda" if cuda else "cpu") if args.device == "auto" else args.device
     compile_on = args.compile == "on" or (args.compile == "auto" and device == "cuda")
     report.update(device=device, compile="on" if compile_on else "off")
-    runner = run_both_forked if args.isolation == "fork" else run_both_spawned
-    raw, uns = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout, selected,
-                      args.phases == "raw")
-    for key in ("import_unsloth_s", "waited_for_raw_s"):
-        if uns is not None and isinstance(uns.get("result"), dict) and key in uns["result"]:
-            report[key] = uns["result"][key]
+    runner = run_all_forked if args.isolation == "fork" else run_all_spawned
+    modules = {name: checks.phases_module(name) for name in names}
+    # Where each check's CPU-backend steps run: the unsloth process already is the backend in
+    # cpu-backend mode; in allow-cpu mode a third process, where the backend can be selected at all.
+    unavailable = cpu_backend_unavailable(device)
+    backend_process = "unsloth" if args.cpu_mode == "cpu-backend" else CPU_BACKEND
+    third = (args.phases == "all" and backend_process == CPU_BACKEND and unavailable is None
+             and any(cpu_backend_steps(m) for m in modules.values()))
+    not_run = unavailable or ("not run: --phases raw" if args.phases == "raw" else None)
+    report["cpu_backend"] = {"process": None if not_run else backend_process, "reason": not_run}
+    phases = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout, selected,
+                    args.phases == "raw", cpu_backend=third)
+    raw, uns, cpu = phases["raw"], phases.get("unsloth"), phases.get(CPU_BACKEND)
+    for phase, keys in ((uns, ("import_unsloth_s", "waited_for_raw_s")), (cpu, (CPU_BACKEND_IMPORT_KEY,))):
+        for key in keys:
+            if phase is not None and isinstance(phase.get("result"), dict) and key in phase["result"]:
+                report[key] = phase["result"][key]
     skipped = "not run: --phases raw" if args.phases == "raw" else "not run: the raw phase timed out"
     for name in names:
         info = checks.info(name)
-        module = checks.phases_module(name)
+        module = modules[name]
         steps = _steps(raw, info.id, [s.name for s in module.RAW_STEPS], log, skipped)
         if args.phases == "all":
             steps += _steps(uns, info.id, [s.name for s in module.UNSLOTH_STEPS], log, skipped)
+            backend_names = [s.name for s in cpu_backend_steps(module)]
+            if backend_names:
+                host = uns if backend_process == "unsloth" else cpu
+                why = unavailable or skipped
+                steps += _steps(None if unavailable else host, info.id, backend_names, log, why, backend_process)
         report["checks"][info.id]["steps"] = steps
     report["phases_s"] = round(time.perf_counter() - start, 3)
     write_json(args.out, report)

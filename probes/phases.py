@@ -1,18 +1,25 @@
-"""The two probe processes of a cell, and how they are started. Knows no check by name.
+"""The probe processes of a cell, and how they are started. Knows no check by name.
 
 * ``raw``: never imports unsloth. Zoo alone (``UNSLOTH_IS_PRESENT=1
   UNSLOTH_ALLOW_CPU=1``): every registered check's ``RAW_STEPS``
   (runtime detectors, and whatever the check hands on in ``ctx.shared``).
-* ``unsloth``: ``import unsloth`` once, then every check's
-  ``UNSLOTH_STEPS`` in order; a step marked ``needs_raw`` first waits for the
-  raw process's findings (``raw.json``). See ``probes/checks/__init__.py``.
+* ``unsloth``: ``import unsloth`` once, in the cell's CPU mode, then every
+  check's ``UNSLOTH_STEPS`` in order; a step marked ``needs_raw`` first waits
+  for the raw process's findings (``raw.json``). In ``cpu-backend`` mode this
+  process already is zoo's CPU backend, so each check's ``CPU_BACKEND_STEPS``
+  run here too, after its unsloth steps.
+* ``cpu-backend``: only in ``allow-cpu`` mode, on a ``cpu`` device, for a zoo
+  that has a CPU backend (``unsloth_zoo/cpu``, found without importing zoo),
+  and when some check defines ``CPU_BACKEND_STEPS``: ``import unsloth`` with
+  neither ``UNSLOTH_ALLOW_CPU`` nor ``UNSLOTH_IS_PRESENT`` (so unsloth selects
+  zoo's CPU backend), then those steps. See ``probes/checks/__init__.py``.
 
 Isolation (``--isolation``):
 
-* ``fork`` (default): the parent imports torch once, then forks both phases
-  at once. Neither child pays torch's import, the largest shared cost of a
-  cell, and unsloth's import overlaps zoo's; the unsloth phase waits for the
-  raw phase's findings only before its behaviour tests. Neither child
+* ``fork`` (default): the parent imports torch once, then forks every phase
+  at once. No child pays torch's import, the largest shared cost of a
+  cell, and unsloth's imports overlap zoo's; the unsloth phase waits for the
+  raw phase's findings only before its behaviour tests. No child
   inherits zoo or unsloth, and the environment each needs is set in the
   child before anything reads it.
 * ``spawn``: a fresh interpreter per phase, one after the other (``python
@@ -20,12 +27,14 @@ Isolation (``--isolation``):
 
 A child reports through its JSON file and its exit status, both judged by the
 parent: a timeout kills it (``timeout``), a signal is a ``crash`` with the
-signal's name, a missing or unreadable file is an ``error``.
+signal's name, a missing or unreadable file is an ``error``. After a raw
+phase that timed out, the other phases are killed (fork) or not started.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -41,15 +50,40 @@ from probes.common import error_text, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
+CPU_BACKEND = "cpu-backend"  # the third process's name
+CPU_BACKEND_IMPORT_KEY = "import_unsloth_cpu_backend_s"
 
 
 def phase_env(phase: str, cpu_mode: str) -> tuple[dict[str, str], tuple[str, ...]]:
     """(variables to set, variables to drop) for a phase."""
     if phase == "raw":
         return dict(RAW_ENV), ()
-    if cpu_mode == "allow-cpu":
+    if phase == "unsloth" and cpu_mode == "allow-cpu":
         return {"UNSLOTH_ALLOW_CPU": "1"}, ("UNSLOTH_IS_PRESENT",)
     return {}, ("UNSLOTH_IS_PRESENT", "UNSLOTH_ALLOW_CPU")
+
+
+def cpu_backend_unavailable(device: str) -> str | None:
+    """Why zoo's CPU backend cannot be probed here (an ``n/a: ...`` line), or None when it can.
+
+    Reads the installed files only: zoo is not imported (its import is under test elsewhere).
+    """
+    if device != "cpu":
+        return f"n/a: the CPU backend is selected only on a host with no accelerator; device is {device}"
+    try:
+        spec = importlib.util.find_spec("unsloth_zoo")
+    except (ImportError, ValueError) as exc:
+        return f"n/a: unsloth_zoo cannot be located ({type(exc).__name__}: {exc})"
+    if spec is None:
+        return "n/a: unsloth_zoo is not installed"
+    if not any(Path(p, "cpu", "__init__.py").is_file() for p in spec.submodule_search_locations or ()):
+        return "n/a: this zoo has no CPU backend (no unsloth_zoo/cpu)"
+    return None
+
+
+def cpu_backend_steps(module: Any) -> tuple[Any, ...]:
+    """A check's ``CPU_BACKEND_STEPS`` (none when its phases module defines none)."""
+    return tuple(getattr(module, "CPU_BACKEND_STEPS", ()))
 
 
 def _run_steps(steps: Any, ctx: checks.PhaseContext, before_step: Callable[[Any], None] | None = None,
@@ -99,9 +133,12 @@ def _read_raw(workdir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def run_unsloth(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
-                selected: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """``import unsloth`` once, then every check's unsloth steps (those that need the raw findings wait)."""
+def _import_and_run(attrs: Callable[[Any], tuple[Any, ...]], import_key: str, device: str, torch_compile: bool,
+                    cpu_mode: str, workdir: Path, selected: tuple[str, ...] | None) -> dict[str, Any]:
+    """``import unsloth`` once (timed under ``import_key``), then each check's steps that ``attrs`` picks.
+
+    A check with no step here is left out; a step marked ``needs_raw`` waits for the raw findings.
+    """
     out: dict[str, Any] = {"checks": {}}
     start = time.perf_counter()
     import_error = None
@@ -109,14 +146,17 @@ def run_unsloth(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
         import unsloth  # noqa: F401 -- the import under test: it may install guards and patch trainers
     except Exception as exc:
         import_error = f"import unsloth failed: {type(exc).__name__}: {exc}"
-    out["import_unsloth_s"] = round(time.perf_counter() - start, 3)
+    out[import_key] = round(time.perf_counter() - start, 3)
     raw: dict[str, Any] | None = None
     for name in _check_names(selected):
         info = checks.info(name)
         module = checks.phases_module(name)
+        steps = attrs(module)
+        if not steps:
+            continue
         if import_error is not None:
             out["checks"][info.id] = {"steps": {s.name: {"ok": False, "error": import_error, "seconds": 0.0}
-                                                for s in module.UNSLOTH_STEPS}}
+                                                for s in steps}}
             continue
         ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
 
@@ -129,11 +169,31 @@ def run_unsloth(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
                     out["waited_for_raw_s"] = round(time.perf_counter() - waited, 3)
                 ctx.raw = ((raw.get("checks") or {}).get(check_id) or {}).get("shared") or {}
 
-        out["checks"][info.id] = {"steps": _run_steps(module.UNSLOTH_STEPS, ctx, load_raw)}
+        out["checks"][info.id] = {"steps": _run_steps(steps, ctx, load_raw)}
     return out
 
 
-PHASES: dict[str, Callable[..., dict[str, Any]]] = {"raw": run_raw, "unsloth": run_unsloth}
+def run_unsloth(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
+                selected: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``import unsloth`` once, then every check's unsloth steps (and, in ``cpu-backend`` mode where
+    the backend applies, its CPU-backend steps after them)."""
+    backend = cpu_mode == "cpu-backend" and cpu_backend_unavailable(device) is None
+
+    def attrs(module: Any) -> tuple[Any, ...]:
+        return tuple(module.UNSLOTH_STEPS) + (cpu_backend_steps(module) if backend else ())
+
+    return _import_and_run(attrs, "import_unsloth_s", device, torch_compile, cpu_mode, workdir, selected)
+
+
+def run_cpu_backend(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
+                    selected: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``import unsloth`` in zoo's CPU-backend mode, then every check's CPU-backend steps."""
+    return _import_and_run(cpu_backend_steps, CPU_BACKEND_IMPORT_KEY, device, torch_compile, cpu_mode, workdir,
+                           selected)
+
+
+PHASES: dict[str, Callable[..., dict[str, Any]]] = {"raw": run_raw, "unsloth": run_unsloth,
+                                                     CPU_BACKEND: run_cpu_backend}
 
 
 def _signal_name(num: int) -> str:
@@ -218,38 +278,48 @@ def wait_forked(name: str, pid: int, workdir: Path, started: float, timeout: flo
         time.sleep(0.05)
 
 
-def run_both_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
-                    timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
-                    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Both phases at once: unsloth's import overlaps zoo's raw import; the behaviour tests
-    in the unsloth phase then wait for the raw phase's findings (``raw.done``)."""
+def run_all_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
+                   timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
+                   cpu_backend: bool = False) -> dict[str, dict[str, Any] | None]:
+    """Every phase at once: unsloth's imports overlap zoo's raw import; the behaviour tests in the
+    unsloth phase then wait for the raw phase's findings (``raw.done``). Phase name -> its outcome
+    (None: killed or not run because the raw phase timed out)."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
     started = time.perf_counter()
     raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log, selected)
     if raw_only:
-        return wait_forked("raw", raw_pid, workdir, started, timeout), None
-    uns_pid = start_forked("unsloth", device, torch_compile, cpu_mode, workdir, log, selected)
-    raw = wait_forked("raw", raw_pid, workdir, started, timeout)
+        return {"raw": wait_forked("raw", raw_pid, workdir, started, timeout)}
+    later = ["unsloth", *([CPU_BACKEND] if cpu_backend else [])]
+    pids = {name: start_forked(name, device, torch_compile, cpu_mode, workdir, log, selected) for name in later}
+    out: dict[str, dict[str, Any] | None] = {"raw": wait_forked("raw", raw_pid, workdir, started, timeout)}
+    raw = out["raw"]
+    assert raw is not None
     (workdir / RAW_DONE).write_text(raw["status"] + "\n", encoding="utf-8")
-    if raw["status"] == "timeout":  # what hung once would hang again: keep the cell in its budget
-        os.kill(uns_pid, signal.SIGKILL)
-        os.waitpid(uns_pid, 0)
-        return raw, None
-    return raw, wait_forked("unsloth", uns_pid, workdir, started, timeout)
+    for name in later:
+        if raw["status"] == "timeout":  # what hung once would hang again: keep the cell in its budget
+            os.kill(pids[name], signal.SIGKILL)
+            os.waitpid(pids[name], 0)
+            out[name] = None
+        else:
+            out[name] = wait_forked(name, pids[name], workdir, started, timeout)
+    return out
 
 
-def run_both_spawned(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
-                     timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
-                     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def run_all_spawned(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
+                    timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
+                    cpu_backend: bool = False) -> dict[str, dict[str, Any] | None]:
     """The phases one after the other, each in a fresh interpreter."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
     raw = run_spawned("raw", device, torch_compile, cpu_mode, workdir, log, timeout, selected)
+    out: dict[str, dict[str, Any] | None] = {"raw": raw}
     if raw_only:
-        return raw, None
+        return out
     (workdir / RAW_DONE).write_text(raw["status"] + "\n", encoding="utf-8")
-    if raw["status"] == "timeout":
-        return raw, None
-    return raw, run_spawned("unsloth", device, torch_compile, cpu_mode, workdir, log, timeout, selected)
+    for name in ["unsloth", *([CPU_BACKEND] if cpu_backend else [])]:
+        timed_out = raw["status"] == "timeout"
+        out[name] = None if timed_out else run_spawned(name, device, torch_compile, cpu_mode, workdir, log,
+                                                       timeout, selected)
+    return out
 
 
 def run_spawned(name: str, device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
@@ -275,7 +345,7 @@ def run_spawned(name: str, device: str, torch_compile: bool, cpu_mode: str, work
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m probes.phases raw|unsloth --out FILE``: one phase in this interpreter (spawn isolation)."""
+    """``python -m probes.phases raw|unsloth|cpu-backend --out FILE``: one phase in this interpreter (spawn)."""
     ap = argparse.ArgumentParser(prog="python -m probes.phases")
     ap.add_argument("phase", choices=sorted(PHASES))
     ap.add_argument("--out", required=True)

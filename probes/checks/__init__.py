@@ -23,12 +23,25 @@ under test, lazily)
     step's error. ``ctx.shared`` is a dict the steps of one process share;
     what the raw steps leave there reaches the unsloth steps as ``ctx.raw``
     (steps marked ``needs_raw`` wait for it).
+    ``CPU_BACKEND_STEPS`` (optional) -- steps that run after an ``import
+    unsloth`` in zoo's CPU-backend mode (neither ``UNSLOTH_ALLOW_CPU`` nor
+    ``UNSLOTH_IS_PRESENT`` set, so unsloth selects ``unsloth_zoo.cpu`` on a
+    host with no accelerator). With ``--cpu-mode cpu-backend`` the unsloth
+    process already is that mode: they run there, after the check's
+    ``UNSLOTH_STEPS`` (no second import). With ``allow-cpu`` (the default) a
+    third process, ``cpu-backend``, is forked alongside the other two, only on
+    a ``cpu`` device whose installed zoo has ``unsloth_zoo/cpu`` (checked
+    without importing zoo); elsewhere, and with ``--phases raw``, they do not
+    run, and each is recorded ``skipped`` with an ``n/a: ...`` reason. Its
+    import time is ``import_unsloth_cpu_backend_s`` in the probe JSON; its
+    steps name ``cpu-backend`` as their ``process``. Step names are unique
+    across a check's three tuples (one list of steps per check in the JSON).
 ``verdict.py`` (stdlib only: ``reports/`` imports it)
     ``classify(check: dict, cell: dict) -> Verdict``: from this check's
     section of the cell JSON (``cell["checks"][id]``: ``static`` and
     ``steps``) to the states of :mod:`probes.checks.vocabulary`.
 
-The generic machinery (fork/spawn the two processes, time and judge each
+The generic machinery (fork/spawn the processes, time and judge each
 step, write the probe JSON) lives in ``probes/__main__.py`` and
 ``probes/phases.py`` and knows no check by name.
 """
@@ -78,7 +91,7 @@ class PhaseContext:
     cpu_mode: str
     workdir: Any  # pathlib.Path
     shared: dict[str, Any]
-    raw: dict[str, Any] | None = None  # the raw process's shared state of this check (unsloth steps only)
+    raw: dict[str, Any] | None = None  # the raw process's shared state of this check (needs_raw steps only)
 
 
 def package(name: str) -> str:

@@ -6,6 +6,10 @@
 * unsloth process: ``guard`` (is the function still zoo's own after ``import
   unsloth``, and is the all-masked call finite through the module attribute
   that callers resolve) and a short ``behavior`` suite.
+* CPU-backend process (``import unsloth`` selected zoo's CPU backend):
+  ``train``, a real training run on the route by which users reach the kernel
+  (``FastLanguageModel`` + the backend's patched ``SFTTrainer``): does a
+  user's run show the NaN (``train.py``)?
 """
 
 from __future__ import annotations
@@ -164,5 +168,12 @@ def _with_n(kernel: Any, kind: str) -> Any:
     return b
 
 
+def train_step(ctx: PhaseContext) -> dict[str, Any]:
+    from . import train
+
+    return train.run(ctx.device, ctx.torch_compile)
+
+
 RAW_STEPS = (Step("runtime", runtime_step),)
 UNSLOTH_STEPS = (Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step))
+CPU_BACKEND_STEPS = (Step("train", train_step),)

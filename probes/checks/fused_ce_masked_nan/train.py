@@ -44,7 +44,7 @@ from collections import Counter
 from importlib import metadata
 from typing import Any
 
-from .train_model import SEED, collate, json_number, make_dataset, make_model, make_tokenizer
+from .train_model import SEED, collate, in_order, json_number, make_dataset, make_model, make_tokenizer
 
 ROUTE = "zoo public entry unsloth_fused_ce_loss (bound by value)"
 
@@ -67,7 +67,10 @@ RUNS = (
     RunSpec("ga1", 1, 8, frozenset({3, 7})),
     RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
 )
-SEVERITY = {"clean": 0, "nan-logged": 1, "nan-weights": 2}
+SEVERITY = {"clean": 0, "nan-logged": 1, "nan-weights": 2, "crash": 3}
+
+
+EMPTY = {"first_nan_step": None, "nan_until_end": False, "runs": []}
 
 
 class NotApplicable(Exception):
@@ -130,8 +133,10 @@ def _config(config_cls: type, output_dir: str, spec: RunSpec, device: str) -> An
         disable_tqdm=True, gradient_checkpointing=False, max_grad_norm=1.0,
         # Sequential order puts the masked examples on known steps.
         train_sampling_strategy="sequential",
-        # TRL: the dataset is already tokenised with its labels; no packing.
-        dataset_kwargs={"skip_prepare_dataset": True}, packing=False, padding_free=False,
+        # TRL: the dataset is already tokenised with its labels (TRL 0.18 drops a column its model
+        # signature lacks, ``labels`` included, unless told not to); no packing.
+        remove_unused_columns=False, dataset_kwargs={"skip_prepare_dataset": True}, packing=False,
+        padding_free=False,
     )
     if device == "cpu":
         wanted["use_cpu"] = True
@@ -187,7 +192,7 @@ def _build_trainer(choice: TrainerChoice, model: Any, tokenizer: Any, spec: RunS
         tokenizer, spec.max_steps * spec.gradient_accumulation_steps, spec.masked),
                                   data_collator=collate, callbacks=[callback])
     kwargs["processing_class" if "processing_class" in params else "tokenizer"] = tokenizer
-    trainer = choice.trainer_cls(**kwargs)
+    trainer = in_order(choice.trainer_cls, args)(**kwargs)
     for quiet in (PrinterCallback, ProgressCallback):  # the cell's stdout is not ours to fill
         trainer.remove_callback(quiet)
     return trainer
@@ -238,7 +243,11 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
             if not choices:
                 raise NotApplicable("; ".join(notes))
         sampler = getattr(type(trainer), "get_batch_samples", None)
-        trainer.train()
+        crashed = None
+        try:
+            trainer.train()
+        except Exception as exc:  # a user's run crashes here too: a finding, not a probe error
+            crashed = exc
         logs = trainer.state.log_history
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
@@ -257,8 +266,23 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
         "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0],
         "steps": steps,
     }
-    run.update(_outcome(steps))
+    run.update(_outcome(steps) if crashed is None else _crash(crashed, steps))
     return run, choices, notes
+
+
+def _crash(exc: BaseException, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run whose ``trainer.train()`` raised: the exception, where, and its traceback's tail."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return {"outcome": "crash", "first_nan_step": None, "nan_until_end": False,
+            "symptom": f"trainer.train() raised {type(exc).__name__}: {first} after {len(steps)} step(s)",
+            "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts that reached the kernel: all of them, those on micro-batches with no label left, the calls."""
+    micro = [m for r in runs for s in r["steps"] for m in s["micro_batches"]]
+    return {"n_items_seen": sorted({m["n_items"] for m in micro}), "kernel_calls": len(micro),
+            "masked_inputs": sorted({m["n_items"] for m in micro if m["labels_left"] == 0})}
 
 
 def _outcome(steps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -342,12 +366,10 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
         result["trainer"] = choices[0].name
         result["trainer_notes"] = notes
     except NotApplicable as exc:
-        result.update(outcome="n/a", reason=f"n/a: {exc}", first_nan_step=None, nan_until_end=False, runs=[],
-                      n_items_seen=[])
-    except Exception as exc:  # the probe itself broke: not a finding, say so with the traceback
-        result.update(ok=False, outcome="error", reason=f"training probe crashed: {type(exc).__name__}: {exc}",
-                      error=traceback.format_exc(limit=40), first_nan_step=None, nan_until_end=False, runs=[],
-                      n_items_seen=[])
+        result.update(outcome="n/a", reason=f"n/a: {exc}", **_summary([]), **EMPTY)
+    except Exception as exc:  # the probe itself broke before or around training: not a finding
+        result.update(ok=False, outcome="error", reason=f"training probe failed: {type(exc).__name__}: {exc}",
+                      error=traceback.format_exc(limit=40), **_summary([]), **EMPTY)
     else:
         worst = max(runs, key=lambda r: SEVERITY[r["outcome"]])
         result.update(
@@ -355,8 +377,8 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
             first_nan_step=worst["first_nan_step"],
             nan_until_end=worst["nan_until_end"],
             reason="; ".join(f"{r['name']}: {r['symptom']}" for r in runs),
-            n_items_seen=sorted({m["n_items"] for r in runs for s in r["steps"] for m in s["micro_batches"]}),
             runs=runs,
+            **_summary(runs),
         )
     finally:
         torch.set_num_threads(threads)

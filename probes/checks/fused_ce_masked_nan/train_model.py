@@ -89,11 +89,27 @@ def make_dataset(tokenizer: Any, n_examples: int, masked: frozenset[int]) -> Any
     return Dataset.from_list(rows)
 
 
+def in_order(trainer_cls: type, args: Any) -> type:
+    """``trainer_cls``, or a subclass that feeds the examples in order where ``args`` cannot ask for it.
+
+    transformers < 5 has no ``train_sampling_strategy`` and shuffles; only the
+    order changes (the masked examples land on known steps), not the loss route.
+    """
+    if getattr(args, "train_sampling_strategy", None) == "sequential":
+        return trainer_cls
+    import torch
+
+    class InOrder(trainer_cls):  # type: ignore[misc, valid-type]
+        def _get_train_sampler(self, *a: Any, **kw: Any) -> Any:
+            return torch.utils.data.SequentialSampler(a[0] if a and a[0] is not None else self.train_dataset)
+
+    return InOrder
+
+
 def collate(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     """Batch 1 needs no padding; refuse anything else rather than pad wrongly.
 
-    The attention mask is made here, as TRL's own collator does: TRL drops
-    dataset columns other than its own before the collator sees them.
+    The attention mask is made here, as TRL's own collator does.
     """
     import torch
 
