@@ -38,6 +38,7 @@ PROBES_DIR = REPO_ROOT / "probes"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1"}
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
+TRAIN_ENV = "SKEWMATRIX_TRAIN"  # read by probes/phases.py
 DEFAULT_MIN_FREE_GB = 6.0
 
 
@@ -357,6 +358,8 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
         env["SKEWMATRIX_GUARD_MODULE"] = guard_module
     # The probes need no network: keep the libraries under test off it (hubs, telemetry).
     env.update(OFFLINE_ENV)
+    if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
+        env[TRAIN_ENV] = "off"
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
     say("probing (import unsloth takes ~20 s on CPU)")

@@ -56,7 +56,7 @@ OPTION_CHOICES: dict[str, tuple[str, ...]] = {
     "cpu_mode": ("allow-cpu", "cpu-backend"),
 }
 OPTION_KEYS: dict[str, type | tuple[type, ...]] = {
-    "python": str, "device": str, "compile": str, "cpu_mode": str, "timeout": int,
+    "python": str, "device": str, "compile": str, "cpu_mode": str, "timeout": int, "train": bool,
     **dict.fromkeys(STACK_PACKAGES, str),  # torch, transformers, trl: a version or a specifier set
 }
 
@@ -71,6 +71,7 @@ class CellOptions:
     torch: str = ""  # torch, transformers, trl: "" (the resolver picks), a version, or a specifier set
     transformers: str = ""
     trl: str = ""
+    train: bool = True  # false: no training run (each check's reach is then unknown, and fails like exposed)
 
     def resolved_device(self, cuda_available: bool = False) -> str:
         if self.device == "auto":

@@ -70,6 +70,8 @@ def _steps(phase: dict[str, Any] | None, check_id: str, names: list[str], log: P
                       log_tail=_tail(log))
             if "signal" in phase:
                 st["signal"] = phase["signal"]
+        elif part is not None and part.get("skipped"):
+            st.update(status="skipped", reason=str(part["skipped"]), result=None, seconds=0.0)
         elif part is None or part.get("ok") is False:
             reason = str((part or {}).get("error") or f"{name} left no result").splitlines()[0]
             st.update(status="error", reason=reason, result=part, seconds=(part or {}).get("seconds", 0.0),

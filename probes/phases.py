@@ -51,6 +51,8 @@ from probes.common import error_text, write_json
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
 CPU_BACKEND = "cpu-backend"  # the third process's name
+TRAIN_ENV = "SKEWMATRIX_TRAIN"  # "off": steps marked ``training`` are skipped (the matrix's [options] train)
+TRAIN_OFF = "n/a: training runs are turned off for this matrix ([options] train = false)"
 CPU_BACKEND_IMPORT_KEY = "import_unsloth_cpu_backend_s"
 
 
@@ -94,6 +96,9 @@ def _run_steps(steps: Any, ctx: checks.PhaseContext, before_step: Callable[[Any]
         if before_step is not None:
             before_step(st)
         start = time.perf_counter()
+        if st.training and os.environ.get(TRAIN_ENV) == "off":
+            out[st.name] = {"ok": True, "skipped": TRAIN_OFF, "seconds": 0.0}
+            continue
         try:
             result = {"ok": True, **st.fn(ctx)}
         except Exception as exc:  # the step's own failure is a finding, kept in its result

@@ -80,6 +80,7 @@ class Step:
     name: str
     fn: Any  # Callable[[PhaseContext], dict]
     needs_raw: bool = False
+    training: bool = False  # a training run: skipped, with the reason, when the matrix turns training off
 
 
 @dataclass

@@ -44,7 +44,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     # the progress line as the cell finishes, and the gate's closing lines
     assert f"[1/1] cell u1__z1 → {FUSED}: missing" in text and " XFAIL (" in text, explain(proc)
     assert "still probing… " in text, explain(proc)
-    assert f"u1__z1 {FUSED}: missing (XFAIL: expected)" in text
+    assert f"u1__z1 {FUSED}: missing (exposed) (XFAIL: expected)" in text
     assert "exit 0 (every cell passes or is in its expected state)" in text
     cell = json.loads((out / "cells" / "u1__z1" / "cell.json").read_text())
     assert cell["expect"] == {FUSED: "missing"}
@@ -62,7 +62,7 @@ def test_a_matrix_that_expects_the_wrong_state_exits_1(ran: tuple[Path, Path, Pa
     tmp, out, envdir = ran
     proc = run_nox(envdir, "-s", "report", out=out, matrix=matrix_file(tmp, "wrong", expect(FUSED, "broken")))
     assert proc.returncode == 1, explain(proc)
-    assert f"u1__z1 {FUSED}: missing (FAIL: expected broken)" in proc.stdout + proc.stderr
+    assert f"u1__z1 {FUSED}: missing (exposed) (FAIL: expected broken)" in proc.stdout + proc.stderr
 
 
 def test_an_unexpected_failure_exits_1_and_exit_zero_opts_out(ran: tuple[Path, Path, Path]) -> None:
@@ -70,7 +70,7 @@ def test_an_unexpected_failure_exits_1_and_exit_zero_opts_out(ran: tuple[Path, P
     plain = matrix_file(tmp, "plain")
     proc = run_nox(envdir, "-s", "report", out=out, matrix=plain)
     assert proc.returncode == 1, explain(proc)
-    assert f"u1__z1 {FUSED}: missing (FAIL: fails the gate)" in proc.stdout + proc.stderr
+    assert f"u1__z1 {FUSED}: missing (exposed) (FAIL: fails the gate)" in proc.stdout + proc.stderr
     proc = run_nox(envdir, "-s", "report", "--", "--exit-zero", out=out, matrix=plain)
     assert proc.returncode == 0, explain(proc)
     assert "exit 0 (--exit-zero; the gate alone would exit 1)" in proc.stdout + proc.stderr
@@ -115,3 +115,19 @@ def test_a_corrupt_result_is_a_harness_failure_exit_2(ran: tuple[Path, Path, Pat
     proc = run_nox(envdir, "-s", "report", "--", str(broken), out=tmp / "merged", matrix=matrix_file(tmp, "plain"))
     assert proc.returncode == 2, explain(proc)
     assert "unreadable cell result" in proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_cell_without_a_training_run_has_unknown_reach_and_fails(tmp_path: Path) -> None:
+    # The same vulnerable pair with training turned off: no run on the kernel's route, so nothing can say
+    # the hazard is latent; the reach is unknown and `missing` fails the default gate like exposed.
+    m = tmp_path / "no-train.toml"
+    m.write_text(BASE.replace("schema = 1\n", "schema = 1\n[options]\ntrain = false\n", 1), encoding="utf-8")
+    proc = run_nox(tmp_path / "nox", "-s", "matrix", out=tmp_path / "out", matrix=m)
+    assert proc.returncode == 1, explain(proc)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    (cell,) = report["cells"]
+    v = cell["verdicts"][FUSED]
+    assert (v["guard"], v["reach"], v["gate_fail"]) == ("missing", "unknown", True), v
+    assert "training runs are turned off" in v["reach_reason"]
+    train = next(s for s in cell["checks"][FUSED]["steps"] if s["name"] == "train")
+    assert train["status"] == "skipped"

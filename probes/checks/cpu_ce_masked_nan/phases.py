@@ -176,4 +176,4 @@ def train_step(ctx: PhaseContext) -> dict[str, Any]:
 
 RAW_STEPS = (Step("runtime", runtime_step),)
 UNSLOTH_STEPS = (Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step))
-CPU_BACKEND_STEPS = (Step("train", train_step),)
+CPU_BACKEND_STEPS = (Step("train", train_step, training=True),)

@@ -76,6 +76,6 @@ def behavior_step(ctx: PhaseContext) -> dict[str, Any]:
 RAW_STEPS = (Step("runtime", runtime_step),)
 UNSLOTH_STEPS = (
     Step("guard", guard_step),
-    Step("train", train_step),
+    Step("train", train_step, training=True),
     Step("behavior", behavior_step, needs_raw=True),
 )
