@@ -246,14 +246,14 @@ def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}
     if train is None:
         return Reach.UNKNOWN, "this check has no training run for its route; treated as exposed"
     if train.failed:
-        return Reach.EXPOSED, f"a real training run on this cell{stack} shows it: {train.label()}: {train.reason}"
+        return Reach.EXPOSED, f"a real training run on this cell{stack} shows it ({train.label()})"
     if train.outcome != "clean":
         return Reach.UNKNOWN, (f"the training run on this cell{stack} gave no evidence ({train.outcome}: "
                                f"{train.reason}); treated as exposed")
     if not train.reached_masked:
         return Reach.UNKNOWN, (f"the training run on this cell{stack} never sent the kernel a fully masked "
                                "micro-batch, so it says nothing about this hazard; treated as exposed")
-    given = sent.format(", ".join(train.masked_inputs))
+    given = sent.format(" or ".join(train.masked_inputs))
     if guard is GuardState.BROKEN:
         return Reach.LATENT, (f"the training run on this cell{stack} stayed finite ({given} at the fully masked "
                               "micro-batches); the guard's defect shows on direct calls")

@@ -246,8 +246,10 @@ def tests_evidence(behaviour: dict[str, Any]) -> list[Evidence]:
 
 
 def residual_of(entry: dict[str, Any], check_id: str) -> list[Evidence]:
-    """The failing evidence of a check that passes the gate (empty when the check fails the gate)."""
-    if verdict_of(entry, check_id).get("gate_fail"):
+    """The failing evidence of a check that passes the gate (empty when the check fails the gate, or is a
+    WARN: a latent finding's failing evidence is what the warning is about)."""
+    v = verdict_of(entry, check_id)
+    if v.get("gate_fail") or v.get("gate_warn"):
         return []
     return [e for e in evidence_of(entry, check_id) if e.failed]
 
