@@ -70,7 +70,7 @@ version = "2026.10.9"
                  f'base = "u"\nbackport = "backports/mut-{name}"\n')
         include.append(f'{{ unsloth = "mut-{name.replace("_", "-")}", zoo = "{zoo}" }}')
     text += "\n[pairs]\nproduct = false\ninclude = [\n  " + ",\n  ".join(include) + ",\n]\n"
-    # Every mutant is expected broken; zoo 2026.10.9's CPU-backend kernel is exposed whatever unsloth does.
+    # Every mutant is expected broken; zoo 2026.10.9's CPU-backend kernel is missing (latent) whatever unsloth does.
     text += (f'\n[[expect]]\ncheck = "{FUSED}"\nstate = "broken"\n'
              f'\n[[expect]]\nzoo = "z-fixed"\ncheck = "{CPU}"\nstate = "missing"\n')
     (base / "mutants.toml").write_text(text)
@@ -88,6 +88,8 @@ def test_mutant_is_caught(mutant_report: dict, name: str) -> None:
     c = cell["verdicts"][FUSED]
     assert cell["error"] is None, cell["error"]
     assert c["guard"] == "broken", (c["guard"], c["guard_reason"])
+    # broken fails the default gate whatever the route: a clean training run (reach latent) does not excuse it
+    assert c["gate_fail"] is True and c["reach"] in ("exposed", "latent"), c
     failing = set(c["behavior"]["failing"])
     assert must_fail <= failing, (failing, c["guard_reason"])
     for test_id in must_fail:
@@ -100,6 +102,15 @@ def test_mutant_is_caught(mutant_report: dict, name: str) -> None:
     # the mutant really is our guard plus one diff: the backport marker says which
     marker = next(d for d in cell["installed"] if d["name"] == "unsloth")["backport"]
     assert marker["backport"] == f"mut-{name}" or marker["backport"].endswith(f"mut-{name}")
+
+
+def test_a_broken_guard_with_a_clean_training_run_still_fails(mutant_report: dict) -> None:
+    # Most wrong guards change results only off the trainer's route (a mask, a shift, a signature): the run
+    # stays clean, the reach is latent, and the gate fails them all the same.
+    latent = [c for c in mutant_report.values() if c["verdicts"][FUSED]["reach"] == "latent"]
+    assert latent, {k: c["verdicts"][FUSED]["reach"] for k, c in mutant_report.items()}
+    assert all(c["verdicts"][FUSED]["gate_fail"] and c["verdicts"][FUSED]["training"]["outcome"] == "clean"
+               for c in latent)
 
 
 def test_mutation_session_scores_a_sample(tmp_path: Path) -> None:
