@@ -12,13 +12,18 @@ import sys
 
 import pytest
 
-from probes.checks.fused_ce_masked_nan import train, train_model
+from probes import training
+from probes.checks.fused_ce_masked_nan import train
 from tests.integration.harness import ROOT
 
 
 def step(n: int, logged: object, *, left: int = 13, n_items: str = "tensor(13)", nonfinite: int = 0) -> dict:
     return {"step": n, "labels_left": left, "num_items_in_batch": n_items, "logged_loss": logged,
             "nonfinite_params": nonfinite}
+
+
+def outcome_of(steps: list) -> dict:
+    return training.run_outcome(steps, "num_items_in_batch")
 
 
 def masked_steps(spec: train.RunSpec) -> list[int]:
@@ -52,19 +57,19 @@ def test_runs_have_what_the_design_asks_for() -> None:
 
 def test_clean_run_names_its_masked_steps() -> None:
     steps = [step(1, 4.2), step(2, 0.0, left=0, n_items="tensor(0)"), step(3, 4.1)]
-    out = train._outcome(steps)
+    out = outcome_of(steps)
     assert out["outcome"] == "clean"
     assert out["first_nan_step"] is None and out["nan_until_end"] is False
     assert "step 2 logged 0.0 with num_items_in_batch=tensor(0)" in out["symptom"]
 
 
 def test_clean_run_without_masked_step_says_so() -> None:
-    assert "no fully masked step occurred" in train._outcome([step(1, 4.2)])["symptom"]
+    assert "no fully masked step occurred" in outcome_of([step(1, 4.2)])["symptom"]
 
 
 def test_nan_that_stays_is_named_with_the_count_that_caused_it() -> None:
     steps = [step(1, 4.2), step(2, 4.1), step(3, "nan", left=0, n_items="tensor(0)"), step(4, "nan"), step(5, "nan")]
-    out = train._outcome(steps)
+    out = outcome_of(steps)
     assert out["outcome"] == "nan-logged"
     assert out["first_nan_step"] == 3
     assert out["nan_until_end"] is True
@@ -74,7 +79,7 @@ def test_nan_that_stays_is_named_with_the_count_that_caused_it() -> None:
 
 def test_nan_that_recovers_is_not_until_the_end() -> None:
     steps = [step(1, "nan", left=0, n_items="None"), step(2, "inf"), step(3, 4.0), step(4, "nan")]
-    out = train._outcome(steps)
+    out = outcome_of(steps)
     assert out["outcome"] == "nan-logged"
     assert out["first_nan_step"] == 1
     assert out["nan_until_end"] is False
@@ -84,27 +89,27 @@ def test_nan_that_recovers_is_not_until_the_end() -> None:
 
 def test_non_finite_weights_outrank_a_nan_log() -> None:
     steps = [step(1, 4.2), step(2, "nan"), step(3, "nan", nonfinite=7), step(4, "nan", nonfinite=7)]
-    out = train._outcome(steps)
+    out = outcome_of(steps)
     assert out["outcome"] == "nan-weights"
     assert out["first_nan_step"] == 3
     assert out["nan_until_end"] is True
-    assert train.SEVERITY["nan-weights"] > train.SEVERITY["nan-logged"] > train.SEVERITY["clean"]
+    assert training.SEVERITY["nan-weights"] > training.SEVERITY["nan-logged"] > training.SEVERITY["clean"]
 
 
 def test_a_step_without_a_log_entry_is_not_called_nan() -> None:
-    assert train._outcome([step(1, None), step(2, 4.0)])["outcome"] == "clean"
+    assert outcome_of([step(1, None), step(2, 4.0)])["outcome"] == "clean"
 
 
 @pytest.mark.parametrize(("value", "expected"), [
     (None, None), (1.5, 1.5), (2, 2.0), (float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf"),
 ])
 def test_numbers_are_json_safe(value: object, expected: object) -> None:
-    assert train_model.json_number(value) == expected
+    assert training.json_number(value) == expected
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "None"), (0, "0"), (5, "5"), (2.5, "2.5")])
 def test_counts_that_are_not_tensors(value: object, expected: str) -> None:
-    assert train_model.n_items_repr(value) == expected
+    assert training.count_repr(value) == expected
 
 
 def test_one_count_per_step_unless_micro_batches_differ() -> None:

@@ -24,17 +24,31 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import shutil
 import sys
 import tempfile
 import time
 import traceback
 from collections import Counter
-from importlib import metadata
 from typing import Any
 
-from .train_model import IGNORE, MAX_SEQ_LENGTH, SEED, collate, json_number, make_dataset, n_items_repr, save_model
+from probes.training import (
+    IGNORE,
+    SEED,
+    SEVERITY,
+    collate,
+    count_repr,
+    crash_record,
+    in_order,
+    json_number,
+    masked_dataset,
+    nonfinite_params,
+    run_outcome,
+    summary,
+    version,
+)
+
+from .train_model import MAX_SEQ_LENGTH, save_model
 
 ROUTE = ("zoo CPU backend: FastLanguageModel + patched SFTTrainer -> "
          "unsloth_zoo.cpu.ops.chunked_linear_cross_entropy")
@@ -56,7 +70,6 @@ RUNS = (
     RunSpec("ga1", 1, 8, frozenset({3, 7})),
     RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
 )
-SEVERITY = {"clean": 0, "nan-logged": 1, "nan-weights": 2, "crash": 3}
 ARG_NAMES = ("hidden", "weight", "labels", "num_items_in_batch")  # the kernel's leading parameters
 
 
@@ -68,15 +81,8 @@ class TrainCrashed(Exception):
     """``trainer.train()`` raised: a user's run crashes the same way."""
 
 
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
-def _nonfinite(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, float) and not math.isfinite(value))
 
 
 def _recording(original: Any, calls: list[dict[str, Any]]) -> Any:
@@ -92,7 +98,7 @@ def _recording(original: Any, calls: list[dict[str, Any]]) -> Any:
             shifted = labels[..., 1:]
         calls.append({
             "labels_left": None if shifted is None else int((shifted != ignore).sum()),
-            "n_items": n_items_repr(seen.get("num_items_in_batch")),
+            "n_items": count_repr(seen.get("num_items_in_batch")),
             "raw_loss": json_number(loss),
             "kernel": type(loss.grad_fn).__name__ if getattr(loss, "grad_fn", None) is not None else "None",
         })
@@ -119,25 +125,6 @@ def _config(config_cls: type, output_dir: str, spec: RunSpec) -> Any:
     return config_cls(**{k: v for k, v in wanted.items() if k in fields})
 
 
-def _sequential(trainer_cls: type, config: Any) -> tuple[type, str]:
-    """The trainer class to use, and how the examples are ordered (masked examples on known steps)."""
-    if getattr(config, "train_sampling_strategy", None) == "sequential":
-        return trainer_cls, "sequential (train_sampling_strategy)"
-    import torch
-
-    class SequentialOrder(trainer_cls):  # type: ignore[misc, valid-type]
-        # transformers < 5 has no sampling option; only the order changes, not the loss route.
-        def _get_train_sampler(self, *args: Any, **kwargs: Any) -> Any:
-            dataset = args[0] if args and args[0] is not None else self.train_dataset
-            return torch.utils.data.SequentialSampler(dataset)
-
-    return SequentialOrder, "sequential (the probe's subclass overrides _get_train_sampler)"
-
-
-def _nonfinite_params(model: Any) -> int:
-    import torch
-
-    return sum(int((~torch.isfinite(p.detach())).sum()) for p in model.parameters())
 
 
 def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,7 +147,7 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
                 "num_items_in_batch": None if not ns else ns[0] if len(set(ns)) == 1 else ns,
                 "micro_batches": [{"labels_left": c["labels_left"], "n_items": c["n_items"]} for c in mine],
                 "raw_loss": [c["raw_loss"] for c in mine],
-                "nonfinite_params": _nonfinite_params(model) if model is not None else None,
+                "nonfinite_params": nonfinite_params(model) if model is not None else None,
                 "kernels": dict(Counter(c["kernel"] for c in mine)),
             })
 
@@ -173,10 +160,10 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
     crashed: BaseException | None = None
     try:
         config = _config(SFTConfig, output_dir, spec)
-        trainer_cls, order = _sequential(SFTTrainer, config)
+        trainer_cls, order = in_order(SFTTrainer, config)
         params = inspect.signature(SFTTrainer.__init__).parameters
         kwargs: dict[str, Any] = dict(model=model, args=config, data_collator=collate, callbacks=[StepRecorder()],
-                                      train_dataset=make_dataset(tokenizer, spec.max_steps
+                                      train_dataset=masked_dataset(tokenizer, spec.max_steps
                                                                  * spec.gradient_accumulation_steps, spec.masked))
         kwargs["processing_class" if "processing_class" in params else "tokenizer"] = tokenizer
         trainer = trainer_cls(**kwargs)
@@ -201,55 +188,15 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
            "model_dtype": str(getattr(model, "dtype", None)), "bf16": getattr(config, "bf16", None),
            "model_accepts_loss_kwargs": getattr(trainer, "model_accepts_loss_kwargs", None),
            "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0], "steps": steps}
-    run.update(_outcome(steps) if crashed is None else _crash(crashed, steps))
+    run.update(run_outcome(steps, "num_items_in_batch", "the kernel") if crashed is None
+               else crash_record(crashed, steps))
     return run
 
 
-def _crash(exc: BaseException, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run whose ``trainer.train()`` raised: the exception, where, and its traceback's tail."""
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return {"outcome": "crash", "first_nan_step": None, "nan_until_end": False,
-            "symptom": f"trainer.train() raised {type(exc).__name__}: {first} after {len(steps)} step(s)",
-            "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
 
 
-def _outcome(steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Outcome of one run from its steps: the worst symptom, where it starts, whether it lasts."""
-    bad_weights = [s["step"] for s in steps if s["nonfinite_params"]]
-    bad_logged = [s["step"] for s in steps if _nonfinite(s["logged_loss"])]
-    if bad_weights:
-        outcome, first = "nan-weights", bad_weights[0]
-        symptom = f"non-finite weights from step {first}"
-    elif bad_logged:
-        outcome, first = "nan-logged", bad_logged[0]
-        symptom = f"logged loss NaN from step {first}"
-    else:
-        return {"outcome": "clean", "first_nan_step": None, "nan_until_end": False,
-                "symptom": "logged loss finite at every step" + _masked_note(steps)}
-    bad = set(bad_weights if outcome == "nan-weights" else bad_logged)
-    recovered = [s["step"] for s in steps if s["step"] > first and s["step"] not in bad]
-    until_end = not recovered
-    symptom += " to the end" if until_end else f", finite again at step {recovered[0]}"
-    at = next(s for s in steps if s["step"] == first)
-    symptom += f" (num_items_in_batch={at['num_items_in_batch']} reached the kernel"
-    symptom += f", {at['labels_left']} labels left)" if at["labels_left"] else ", no label left)"
-    return {"outcome": outcome, "first_nan_step": first, "nan_until_end": until_end, "symptom": symptom}
 
 
-def _masked_note(steps: list[dict[str, Any]]) -> str:
-    masked = [s for s in steps if s["labels_left"] == 0]
-    if not masked:
-        return " (no fully masked step occurred)"
-    shown = ", ".join(f"step {s['step']} logged {s['logged_loss']} with num_items_in_batch="
-                      f"{s['num_items_in_batch']}" for s in masked)
-    return f"; fully masked: {shown}"
-
-
-def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    micro = [m for r in runs for s in r["steps"] for m in s["micro_batches"]]
-    return {"n_items_seen": sorted({m["n_items"] for m in micro}),
-            "masked_inputs": sorted({m["n_items"] for m in micro if m["labels_left"] == 0}),
-            "kernel_calls": len(micro)}
 
 
 def _route_ready() -> Any:
@@ -280,7 +227,7 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
 
     start = time.perf_counter()
     result: dict[str, Any] = {"ok": True, "route": ROUTE, "device": device, "torch_compile": torch_compile,
-                              "versions": {n: _version(n) for n in ("unsloth", "unsloth_zoo", "torch",
+                              "versions": {n: version(n) for n in ("unsloth", "unsloth_zoo", "torch",
                                                                      "transformers", "trl")}}
     empty = {"first_nan_step": None, "nan_until_end": False, "runs": [], "n_items_seen": [], "kernel_calls": 0,
              "masked_inputs": []}
@@ -303,7 +250,7 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
     else:
         worst = max(runs, key=lambda r: SEVERITY[r["outcome"]])
         result.update(outcome=worst["outcome"], first_nan_step=worst["first_nan_step"],
-                      nan_until_end=worst["nan_until_end"], runs=runs, **_summary(runs),
+                      nan_until_end=worst["nan_until_end"], runs=runs, **summary(runs),
                       reason="; ".join(f"{r['name']}: {r['symptom']}" for r in runs))
     finally:
         if ops is not None and original is not None:

@@ -34,19 +34,33 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import os
 import shutil
 import tempfile
 import time
 import traceback
 from collections import Counter
-from importlib import metadata
 from typing import Any
 
-from .train_model import SEED, collate, in_order, json_number, make_dataset, make_model, make_tokenizer
+from probes.training import (
+    SEED,
+    SEVERITY,
+    char_tokenizer,
+    collate,
+    crash_record,
+    in_order,
+    json_number,
+    masked_dataset,
+    nonfinite_params,
+    run_outcome,
+    summary,
+    version,
+)
+
+from .train_model import make_model
 
 ROUTE = "zoo public entry unsloth_fused_ce_loss (bound by value)"
+COUNT = "num_items_in_batch"  # what the trainer hands the loss, as the symptom names it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +81,6 @@ RUNS = (
     RunSpec("ga1", 1, 8, frozenset({3, 7})),
     RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
 )
-SEVERITY = {"clean": 0, "nan-logged": 1, "nan-weights": 2, "crash": 3}
 
 
 EMPTY = {"first_nan_step": None, "nan_until_end": False, "runs": []}
@@ -77,16 +90,8 @@ class NotApplicable(Exception):
     """The probe cannot run in this stack; the message says why."""
 
 
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
-def _nonfinite(value: Any) -> bool:
-    """A recorded number that is NaN or infinite (``json_number`` writes those as strings); None is "not logged"."""
-    return isinstance(value, str) or (isinstance(value, float) and not math.isfinite(value))
 
 
 # ---------------------------------------------------------------- trainer
@@ -176,10 +181,6 @@ def _one_or_all(values: list[str]) -> str | list[str] | None:
     return values[0] if len(set(values)) == 1 else values
 
 
-def _nonfinite_params(model: Any) -> int:
-    import torch
-
-    return sum(int((~torch.isfinite(p.detach())).sum()) for p in model.parameters())
 
 
 def _build_trainer(choice: TrainerChoice, model: Any, tokenizer: Any, spec: RunSpec, device: str,
@@ -188,11 +189,11 @@ def _build_trainer(choice: TrainerChoice, model: Any, tokenizer: Any, spec: RunS
 
     args = _config(choice.config_cls, output_dir, spec, device)
     params = inspect.signature(choice.trainer_cls.__init__).parameters
-    kwargs: dict[str, Any] = dict(model=model.to(device), args=args, train_dataset=make_dataset(
+    kwargs: dict[str, Any] = dict(model=model.to(device), args=args, train_dataset=masked_dataset(
         tokenizer, spec.max_steps * spec.gradient_accumulation_steps, spec.masked),
                                   data_collator=collate, callbacks=[callback])
     kwargs["processing_class" if "processing_class" in params else "tokenizer"] = tokenizer
-    trainer = in_order(choice.trainer_cls, args)(**kwargs)
+    trainer = in_order(choice.trainer_cls, args)[0](**kwargs)
     for quiet in (PrinterCallback, ProgressCallback):  # the cell's stdout is not ours to fill
         trainer.remove_callback(quiet)
     return trainer
@@ -211,7 +212,7 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
 
     calls: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
-    tokenizer = make_tokenizer()
+    tokenizer = char_tokenizer()
     notes: list[str] = []
 
     class StepRecorder(TrainerCallback):  # type: ignore[misc]
@@ -224,7 +225,7 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
                 "num_items_in_batch": _one_or_all([c["n_items"] for c in mine]),
                 "micro_batches": [{"labels_left": c["labels_left"], "n_items": c["n_items"]} for c in mine],
                 "raw_loss": [c["raw_loss"] for c in mine],
-                "nonfinite_params": _nonfinite_params(model) if model is not None else None,
+                "nonfinite_params": nonfinite_params(model) if model is not None else None,
                 "kernels": dict(Counter(c["kernel"] for c in mine)),
             })
 
@@ -266,55 +267,16 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
         "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0],
         "steps": steps,
     }
-    run.update(_outcome(steps) if crashed is None else _crash(crashed, steps))
+    run.update(run_outcome(steps, COUNT) if crashed is None else crash_record(crashed, steps))
     return run, choices, notes
 
 
-def _crash(exc: BaseException, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run whose ``trainer.train()`` raised: the exception, where, and its traceback's tail."""
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return {"outcome": "crash", "first_nan_step": None, "nan_until_end": False,
-            "symptom": f"trainer.train() raised {type(exc).__name__}: {first} after {len(steps)} step(s)",
-            "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
 
 
-def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts that reached the kernel: all of them, those on micro-batches with no label left, the calls."""
-    micro = [m for r in runs for s in r["steps"] for m in s["micro_batches"]]
-    return {"n_items_seen": sorted({m["n_items"] for m in micro}), "kernel_calls": len(micro),
-            "masked_inputs": sorted({m["n_items"] for m in micro if m["labels_left"] == 0})}
 
 
-def _outcome(steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Outcome of one run from its steps: the worst symptom, where it starts, whether it lasts."""
-    bad_weights = [s["step"] for s in steps if s["nonfinite_params"]]
-    bad_logged = [s["step"] for s in steps if _nonfinite(s["logged_loss"])]
-    if bad_weights:
-        outcome, first = "nan-weights", bad_weights[0]
-        symptom = f"non-finite weights from step {first}"
-    elif bad_logged:
-        outcome, first = "nan-logged", bad_logged[0]
-        symptom = f"logged loss NaN from step {first}"
-    else:
-        return {"outcome": "clean", "first_nan_step": None, "nan_until_end": False,
-                "symptom": "logged loss finite at every step" + _masked_note(steps)}
-    bad = set(bad_weights if outcome == "nan-weights" else bad_logged)
-    recovered = [s["step"] for s in steps if s["step"] > first and s["step"] not in bad]
-    until_end = not recovered
-    symptom += " to the end" if until_end else f", finite again at step {recovered[0]}"
-    at = next(s for s in steps if s["step"] == first)
-    symptom += f" (num_items_in_batch={at['num_items_in_batch']} reached the loss"
-    symptom += f", {at['labels_left']} labels left)" if at["labels_left"] else ", no label left)"
-    return {"outcome": outcome, "first_nan_step": first, "nan_until_end": until_end, "symptom": symptom}
 
 
-def _masked_note(steps: list[dict[str, Any]]) -> str:
-    masked = [s for s in steps if s["labels_left"] == 0]
-    if not masked:
-        return " (no fully masked step occurred)"
-    shown = ", ".join(f"step {s['step']} logged {s['logged_loss']} with num_items_in_batch="
-                      f"{s['num_items_in_batch']}" for s in masked)
-    return f"; fully masked: {shown}"
 
 
 # ---------------------------------------------------------------- entry point
@@ -337,7 +299,7 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
 
     start = time.perf_counter()
     result: dict[str, Any] = {"ok": True, "route": ROUTE, "device": device, "torch_compile": torch_compile,
-                              "versions": {n: _version(n) for n in ("unsloth", "unsloth_zoo", "torch",
+                              "versions": {n: version(n) for n in ("unsloth", "unsloth_zoo", "torch",
                                                                      "transformers", "trl")}}
     result["fast_language_model"] = {"route": "n/a", "reason": _no_fast_language_model(device)}
     # One thread: the tensors are tiny, and on a loaded host OpenMP's spinning
@@ -366,10 +328,10 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
         result["trainer"] = choices[0].name
         result["trainer_notes"] = notes
     except NotApplicable as exc:
-        result.update(outcome="n/a", reason=f"n/a: {exc}", **_summary([]), **EMPTY)
+        result.update(outcome="n/a", reason=f"n/a: {exc}", **summary([]), **EMPTY)
     except Exception as exc:  # the probe itself broke before or around training: not a finding
         result.update(ok=False, outcome="error", reason=f"training probe failed: {type(exc).__name__}: {exc}",
-                      error=traceback.format_exc(limit=40), **_summary([]), **EMPTY)
+                      error=traceback.format_exc(limit=40), **summary([]), **EMPTY)
     else:
         worst = max(runs, key=lambda r: SEVERITY[r["outcome"]])
         result.update(
@@ -378,7 +340,7 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
             nan_until_end=worst["nan_until_end"],
             reason="; ".join(f"{r['name']}: {r['symptom']}" for r in runs),
             runs=runs,
-            **_summary(runs),
+            **summary(runs),
         )
     finally:
         torch.set_num_threads(threads)

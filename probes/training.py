@@ -1,0 +1,199 @@
+"""What every check's training run shares: tiny data made in code, and how a run's steps become an outcome.
+
+A check with a training route (``Step(..., training=True)``) builds its own
+model and drives its own trainer, on its own route into its kernel; this
+module holds the parts that are the same whatever the route: a
+character-level tokenizer and a small in-memory dataset whose chosen
+examples have no trainable label, a batch-1 collator, a sampler that keeps
+the examples in order, JSON-safe numbers, and the judgement of a run from
+its per-step records (``clean``, ``nan-logged``, ``nan-weights``,
+``crash``) with the user-visible symptom in words. Knows no check: the name
+of the count a trainer hands the loss is the caller's (``count=``).
+
+Importing this module imports nothing heavy: torch, tokenizers,
+transformers and datasets are imported by the functions that need them, in
+a probe process that already imported the packages under test.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from importlib import metadata
+from typing import Any
+
+SEED = 0
+IGNORE = -100
+SPECIALS = ("<pad>", "<eos>", "<unk>")
+ALPHABET = "abcdefghijklmnopqrstuvwxyz .,"
+PROMPT_TOKENS = 4  # the prompt part of a trainable example stays masked (completion-only loss)
+TEXTS = (
+    "the cat sat on the mat.",
+    "a dog ran in the park.",
+    "birds sing at dawn, loud.",
+    "rain fell on the roof.",
+    "the sun rose over hills.",
+    "fish swim in cold water.",
+    "we read a book by night.",
+    "snow covers the old road.",
+)
+MAX_CHARS = 16
+# How bad a run's outcome is, for picking the worst of several runs.
+SEVERITY = {"clean": 0, "nan-logged": 1, "nan-weights": 2, "crash": 3}
+
+
+def version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def json_number(value: Any) -> Any:
+    """A float for JSON, non-finite values as strings ("nan", "inf", "-inf"); None stays None."""
+    if value is None:
+        return None
+    if hasattr(value, "detach"):  # a tensor
+        value = value.detach().float().cpu().item()
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def nonfinite(value: Any) -> bool:
+    """A recorded number that is NaN or infinite (``json_number`` writes those as strings); None is "not logged"."""
+    return isinstance(value, str) or (isinstance(value, float) and not math.isfinite(value))
+
+
+def count_repr(value: Any) -> str:
+    """A count as it reached a loss: "None", "0.0", "5", "tensor(5)", "tensor([5, 5])"."""
+    if value is None:
+        return "None"
+    if hasattr(value, "detach"):  # a tensor
+        items = value.detach().cpu().flatten().tolist()
+        items = [int(v) if float(v).is_integer() else v for v in items]
+        inner = str(items[0]) if value.dim() == 0 else str(items)
+        return f"tensor({inner})"
+    return repr(value)
+
+
+def nonfinite_params(model: Any) -> int:
+    import torch
+
+    return sum(int((~torch.isfinite(p.detach())).sum()) for p in model.parameters())
+
+
+def char_tokenizer(model_max_length: int | None = None) -> Any:
+    """A character-level fast tokenizer built in code (no files, no hub)."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate((*SPECIALS, *ALPHABET))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    extra = {"model_max_length": model_max_length} if model_max_length else {}
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>",
+                                   unk_token="<unk>", **extra)
+
+
+def masked_dataset(tokenizer: Any, n_examples: int, masked: frozenset[int], ignore: int = IGNORE) -> Any:
+    """``n_examples`` pre-tokenised examples in training order; those whose index is in ``masked`` have every
+    label ``ignore`` (a sample truncated before its answer: nothing left to learn).
+
+    An in-memory ``datasets.Dataset`` (recent TRL accepts nothing else), a
+    plain list where ``datasets`` is not installed.
+    """
+    rows = []
+    for i in range(n_examples):
+        ids = tokenizer(TEXTS[i % len(TEXTS)][:MAX_CHARS])["input_ids"] + [tokenizer.eos_token_id]
+        prompt = len(ids) if i in masked else PROMPT_TOKENS
+        rows.append({"input_ids": ids, "labels": [ignore] * prompt + ids[prompt:]})
+    try:
+        from datasets import Dataset
+    except ImportError:
+        return rows
+    return Dataset.from_list(rows)
+
+
+def collate(features: list[dict[str, Any]]) -> dict[str, Any]:
+    """Batch 1 needs no padding; refuse anything else rather than pad wrongly.
+
+    The attention mask is made here, as TRL's own collator does.
+    """
+    import torch
+
+    if len(features) != 1:
+        raise ValueError(f"the training probe runs at batch 1, got {len(features)} examples")
+    input_ids = torch.tensor([features[0]["input_ids"]], dtype=torch.long)
+    labels = torch.tensor([features[0]["labels"]], dtype=torch.long)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
+
+
+def in_order(trainer_cls: type, args: Any) -> tuple[type, str]:
+    """(``trainer_cls``, or a subclass that feeds the examples in order, and how the order was kept).
+
+    transformers < 5 has no ``train_sampling_strategy`` and shuffles; only the
+    order changes (the masked examples land on known steps), not the loss route.
+    """
+    if getattr(args, "train_sampling_strategy", None) == "sequential":
+        return trainer_cls, "sequential (train_sampling_strategy)"
+    import torch
+
+    class InOrder(trainer_cls):  # type: ignore[misc, valid-type]
+        def _get_train_sampler(self, *a: Any, **kw: Any) -> Any:
+            return torch.utils.data.SequentialSampler(a[0] if a and a[0] is not None else self.train_dataset)
+
+    return InOrder, "sequential (the probe's subclass overrides _get_train_sampler)"
+
+
+# ---------------------------------------------------------------- a run's outcome
+
+
+def crash_record(exc: BaseException, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run whose ``trainer.train()`` raised: a user's run dies here. The exception and its traceback's tail."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return {"outcome": "crash", "first_nan_step": None, "nan_until_end": False,
+            "symptom": f"trainer.train() raised {type(exc).__name__}: {first} after {len(steps)} step(s)",
+            "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
+
+
+def run_outcome(steps: list[dict[str, Any]], count: str, where: str = "the loss") -> dict[str, Any]:
+    """Outcome of one run from its steps: the worst symptom, where it starts, whether it lasts.
+
+    Each step has ``step``, ``labels_left``, ``logged_loss``, ``nonfinite_params`` and the ``count`` the
+    trainer handed ``where`` (recorded under ``num_items_in_batch``, whatever ``count`` calls it).
+    """
+    bad_weights = [s["step"] for s in steps if s["nonfinite_params"]]
+    bad_logged = [s["step"] for s in steps if nonfinite(s["logged_loss"])]
+    if bad_weights:
+        outcome, first = "nan-weights", bad_weights[0]
+        symptom = f"non-finite weights from step {first}"
+    elif bad_logged:
+        outcome, first = "nan-logged", bad_logged[0]
+        symptom = f"logged loss NaN from step {first}"
+    else:
+        return {"outcome": "clean", "first_nan_step": None, "nan_until_end": False,
+                "symptom": "logged loss finite at every step" + _masked_note(steps, count)}
+    bad = set(bad_weights if outcome == "nan-weights" else bad_logged)
+    recovered = [s["step"] for s in steps if s["step"] > first and s["step"] not in bad]
+    until_end = not recovered
+    symptom += " to the end" if until_end else f", finite again at step {recovered[0]}"
+    at = next(s for s in steps if s["step"] == first)
+    symptom += f" ({count}={at['num_items_in_batch']} reached {where}"
+    symptom += f", {at['labels_left']} labels left)" if at["labels_left"] else ", no label left)"
+    return {"outcome": outcome, "first_nan_step": first, "nan_until_end": until_end, "symptom": symptom}
+
+
+def _masked_note(steps: list[dict[str, Any]], count: str) -> str:
+    masked = [s for s in steps if s["labels_left"] == 0]
+    if not masked:
+        return " (no fully masked step occurred)"
+    shown = ", ".join(f"step {s['step']} logged {s['logged_loss']} with {count}={s['num_items_in_batch']}"
+                      for s in masked)
+    return f"; fully masked: {shown}"
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts that reached the kernel: all of them, those on micro-batches with no label left, the calls."""
+    micro = [m for r in runs for s in r["steps"] for m in s["micro_batches"]]
+    return {"n_items_seen": sorted({m["n_items"] for m in micro}), "kernel_calls": len(micro),
+            "masked_inputs": sorted({m["n_items"] for m in micro if m["labels_left"] == 0})}
