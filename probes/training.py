@@ -17,6 +17,7 @@ a probe process that already imported the packages under test.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import traceback
 from importlib import metadata
@@ -38,6 +39,32 @@ TEXTS = (
     "snow covers the old road.",
 )
 MAX_CHARS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run: its name, GA, and which examples (in training order) are fully masked."""
+
+    name: str
+    gradient_accumulation_steps: int
+    max_steps: int
+    masked: frozenset[int]
+
+
+# GA 1: every 4th example masked, so steps 4 and 8 have no trainable label.
+# GA 2: step 2 (examples 2, 3) is all masked -> the count over the step is 0;
+# step 3 (examples 4, 5) is half masked -> a positive count, the masked
+# micro-batch contributes 0 / count, which is finite on every zoo.
+RUNS = (
+    RunSpec("ga1", 1, 8, frozenset({3, 7})),
+    RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
+)
+
+
+class NotApplicable(Exception):
+    """A training route this stack cannot run; the message says why (an ``n/a`` outcome, not an error)."""
+
+
 # How bad a run's outcome is, for picking the worst of several runs.
 SEVERITY = {"clean": 0, "nan-logged": 1, "nan-weights": 2, "crash": 3}
 

@@ -34,8 +34,11 @@ from typing import Any
 
 from probes.training import (
     IGNORE,
+    RUNS,
     SEED,
     SEVERITY,
+    NotApplicable,
+    RunSpec,
     collate,
     count_repr,
     crash_record,
@@ -54,35 +57,11 @@ ROUTE = ("zoo CPU backend: FastLanguageModel + patched SFTTrainer -> "
          "unsloth_zoo.cpu.ops.chunked_linear_cross_entropy")
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """One training run: its name, GA, and which examples (in training order) are fully masked."""
-
-    name: str
-    gradient_accumulation_steps: int
-    max_steps: int
-    masked: frozenset[int]
-
-
-# GA 1: every 4th example masked (steps 4 and 8). GA 2: step 2 (examples 2, 3)
-# is all masked; step 3 (examples 4, 5) is half masked.
-RUNS = (
-    RunSpec("ga1", 1, 8, frozenset({3, 7})),
-    RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
-)
 ARG_NAMES = ("hidden", "weight", "labels", "num_items_in_batch")  # the kernel's leading parameters
-
-
-class NotApplicable(Exception):
-    """This stack cannot run this route; the message says why."""
 
 
 class TrainCrashed(Exception):
     """``trainer.train()`` raised: a user's run crashes the same way."""
-
-
-
-
 
 
 def _recording(original: Any, calls: list[dict[str, Any]]) -> Any:
@@ -123,8 +102,6 @@ def _config(config_cls: type, output_dir: str, spec: RunSpec) -> Any:
     if missing:
         raise NotApplicable(f"{config_cls.__name__} has no {', '.join(missing)}")
     return config_cls(**{k: v for k, v in wanted.items() if k in fields})
-
-
 
 
 def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -191,12 +168,6 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
     run.update(run_outcome(steps, "num_items_in_batch", "the kernel") if crashed is None
                else crash_record(crashed, steps))
     return run
-
-
-
-
-
-
 
 
 def _route_ready() -> Any:

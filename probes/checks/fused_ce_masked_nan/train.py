@@ -43,8 +43,11 @@ from collections import Counter
 from typing import Any
 
 from probes.training import (
+    RUNS,
     SEED,
     SEVERITY,
+    NotApplicable,
+    RunSpec,
     char_tokenizer,
     collate,
     crash_record,
@@ -63,35 +66,7 @@ ROUTE = "zoo public entry unsloth_fused_ce_loss (bound by value)"
 COUNT = "num_items_in_batch"  # what the trainer hands the loss, as the symptom names it
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """One training run: its name, GA, and which examples (in training order) are fully masked."""
-
-    name: str
-    gradient_accumulation_steps: int
-    max_steps: int
-    masked: frozenset[int]
-
-
-# GA 1: every 4th example masked, so steps 4 and 8 have no trainable label.
-# GA 2: step 2 (examples 2, 3) is all masked -> the count over the step is 0;
-# step 3 (examples 4, 5) is half masked -> a positive count, the masked
-# micro-batch contributes 0 / count, which is finite on every zoo.
-RUNS = (
-    RunSpec("ga1", 1, 8, frozenset({3, 7})),
-    RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
-)
-
-
 EMPTY = {"first_nan_step": None, "nan_until_end": False, "runs": []}
-
-
-class NotApplicable(Exception):
-    """The probe cannot run in this stack; the message says why."""
-
-
-
-
 
 
 # ---------------------------------------------------------------- trainer
@@ -181,8 +156,6 @@ def _one_or_all(values: list[str]) -> str | list[str] | None:
     return values[0] if len(set(values)) == 1 else values
 
 
-
-
 def _build_trainer(choice: TrainerChoice, model: Any, tokenizer: Any, spec: RunSpec, device: str,
                    output_dir: str, callback: Any) -> Any:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -269,14 +242,6 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
     }
     run.update(run_outcome(steps, COUNT) if crashed is None else crash_record(crashed, steps))
     return run, choices, notes
-
-
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------- entry point
