@@ -175,6 +175,22 @@ def in_order(trainer_cls: type, args: Any) -> tuple[type, str]:
 # ---------------------------------------------------------------- a run's outcome
 
 
+def train_logged(trainer: Any, steps: list[dict[str, Any]]) -> BaseException | None:
+    """``trainer.train()``; then each recorded step gets its logged loss and grad norm from the trainer's log
+    history. Returns what ``train()`` raised (a user's run crashes there too: a finding, not a probe error)."""
+    crashed = None
+    try:
+        trainer.train()
+    except Exception as exc:
+        crashed = exc
+    logged = {int(e["step"]): e for e in trainer.state.log_history if "loss" in e and "step" in e}
+    for s in steps:
+        entry = logged.get(s["step"], {})
+        s["logged_loss"] = json_number(entry.get("loss"))
+        s["grad_norm"] = json_number(entry.get("grad_norm"))
+    return crashed
+
+
 def crash_record(exc: BaseException, steps: list[dict[str, Any]]) -> dict[str, Any]:
     """A run whose ``trainer.train()`` raised: a user's run dies here. The exception and its traceback's tail."""
     first = str(exc).splitlines()[0] if str(exc) else ""

@@ -48,6 +48,7 @@ from probes.training import (
     nonfinite_params,
     run_outcome,
     summary,
+    train_logged,
     version,
 )
 
@@ -134,7 +135,6 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
         raise NotApplicable("FastLanguageModel did not install zoo's chunked CE on the model (chunked CE = False): "
                             "the kernel is not on this route")
     output_dir = tempfile.mkdtemp(prefix="skewmatrix-cpu-train-")
-    crashed: BaseException | None = None
     try:
         config = _config(SFTConfig, output_dir, spec)
         trainer_cls, order = in_order(SFTTrainer, config)
@@ -147,18 +147,9 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
         for quiet in (PrinterCallback, ProgressCallback):  # the cell's stdout is not ours to fill
             trainer.remove_callback(quiet)
         calls.clear()
-        try:
-            trainer.train()
-        except Exception as exc:  # the user's run crashes here too: a finding, not a probe error
-            crashed = exc
-        logs = trainer.state.log_history
+        crashed = train_logged(trainer, steps)
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    logged = {int(e["step"]): e for e in logs if "loss" in e and "step" in e}
-    for s in steps:
-        entry = logged.get(s["step"], {})
-        s["logged_loss"] = json_number(entry.get("loss"))
-        s["grad_norm"] = json_number(entry.get("grad_norm"))
     run = {"name": spec.name, "trainer": f"{SFTTrainer.__module__}.{SFTTrainer.__qualname__}",
            "trainer_patched": bool(getattr(SFTTrainer, "_unsloth_cpu", False)), "order": order, "chunked_ce": True,
            "gradient_accumulation_steps": spec.gradient_accumulation_steps,

@@ -52,11 +52,11 @@ from probes.training import (
     collate,
     crash_record,
     in_order,
-    json_number,
     masked_dataset,
     nonfinite_params,
     run_outcome,
     summary,
+    train_logged,
     version,
 )
 
@@ -217,20 +217,9 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
             if not choices:
                 raise NotApplicable("; ".join(notes))
         sampler = getattr(type(trainer), "get_batch_samples", None)
-        crashed = None
-        try:
-            trainer.train()
-        except Exception as exc:  # a user's run crashes here too: a finding, not a probe error
-            crashed = exc
-        logs = trainer.state.log_history
+        crashed = train_logged(trainer, steps)
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-
-    logged = {int(e["step"]): e for e in logs if "loss" in e and "step" in e}
-    for s in steps:
-        entry = logged.get(s["step"], {})
-        s["logged_loss"] = json_number(entry.get("loss"))
-        s["grad_norm"] = json_number(entry.get("grad_norm"))
     run = {
         "name": spec.name,
         "trainer": choice.name,
