@@ -184,3 +184,46 @@ def test_older_python_syntax_parses() -> None:
     # Sources written for old Pythons (no walrus, % formatting, u'' strings) still parse on 3.10+.
     old = src("divisor = (labels != ignore_index).sum()\nname = u'%s' % 'x'\n")
     assert analyze_source(old).verdict == "vulnerable"
+
+
+# ------------------------------------------------------------------ the caller's count (issue 20, part 4)
+
+def test_a_guard_for_the_none_case_only_leaves_the_callers_count_open() -> None:
+    # zoo's trainer sends num_items_in_batch = tensor(0) for a fully masked step: n_items must be guarded too.
+    body = "divisor = n_items if n_items is not None else (labels != ignore_index).sum().clamp(min=1)\n"
+    v = analyze_source(src(body))
+    assert v.verdict == "vulnerable"
+    assert v.reason.startswith("the caller's count (parameter 'n_items', divided by whenever it is given) reaches "
+                               "the division at line 10 in forward()")
+    assert v.evidence_line == 10  # the division: the parameter has no line of its own
+
+
+def test_a_guard_after_the_choice_covers_both() -> None:
+    v = analyze_source(src("divisor = n_items if n_items is not None else (labels != ignore_index).sum()\n"
+                           "divisor = divisor.clamp(min=1)\n"))
+    assert v.verdict == "fixed"
+    assert v.reason.startswith("the label count and the caller's count (parameter 'n_items') reach the division")
+
+
+def test_a_parameter_divided_by_on_its_own_is_not_a_count() -> None:
+    # ``scaling`` is divided by as given, but it never stands in for the label count: not judged as one.
+    body = "divisor = (labels != ignore_index).sum().clamp(min=1)\ndivisor = divisor * 1\n"
+    text = src(body).replace("return hidden_states.sum() / divisor",
+                             "return hidden_states.sum() / (labels != ignore_index).sum().clamp(min=1) / n_items")
+    assert analyze_source(text).verdict == "fixed"
+
+
+def test_a_none_test_on_a_parameter_that_is_never_a_divisor_is_not_a_count() -> None:
+    body = ("divisor = (labels != ignore_index).sum().clamp(min=1)\n"
+            "if mask is None:\n    return hidden_states.sum() / divisor\n")
+    v = analyze_source(src(body))
+    assert v.verdict == "fixed" and "caller's count" not in v.reason
+
+
+def test_n_items_divided_on_its_own_branch_is_found_through_its_none_test() -> None:
+    body = ("if n_items is None:\n    return hidden_states.sum() / (labels != ignore_index).sum().clamp(min=1)\n"
+            "divisor = n_items\n")
+    v = analyze_source(src(body))
+    assert v.verdict == "vulnerable" and "parameter 'n_items'" in v.reason
+    guarded = analyze_source(src(body.replace("divisor = n_items\n", "divisor = n_items.clamp(min=1)\n")))
+    assert guarded.verdict == "fixed", guarded.reason

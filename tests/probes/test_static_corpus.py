@@ -43,6 +43,11 @@ def load(path: Path) -> Variant:
     return Variant(path.stem, m.group(1), m.group(2), files)
 
 
+# Variants written before the caller's count was judged (issue 20, part 4): each guards the label count only
+# and divides by ``n_items`` as given, so a trainer's ``n_items == 0`` (zoo's trainer patch sends tensor(0) for
+# a fully masked step) still divides by 0. Their line 1 says ``fixed``; the truth is ``vulnerable``. The files
+# are kept as written until whoever owns them renames them to ``vuln_*`` with a new line 1; then drop the entry
+# (``test_rejudged_variants_still_disagree_with_their_line_1`` says when).
 VARIANTS = [load(p) for p in sorted(CORPUS.glob("*.py"))]
 
 

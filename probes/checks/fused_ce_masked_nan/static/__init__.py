@@ -14,17 +14,27 @@ what is known about it: a label count (a ``sum``/``count_nonzero`` over a compar
 masked selection) that may be zero, the same count after a recognised zero guard, or a count that went
 through something the reading cannot judge. Variable names never matter; assignments are followed.
 
+The caller's count is a divisor too. ``forward`` divides by "the caller's ``n_items``, else the label
+count", and zoo's trainer patch passes ``n_items`` = tensor 0 for a fully masked accumulation step, so a
+guard that floors only the label count (the ``n_items is None`` branch) leaves ``n_items == 0`` open. A
+first reading finds the forward parameters that stand in for the label count: joined with it into one
+divisor (``n_items if n_items is not None else count``), or divided by somewhere and known None (an
+``is None`` test on the parameter itself) where the count is divided. A second reading binds each such
+parameter as a count that may be zero, so ``fixed`` needs a guard dominating the division on both the
+``n_items`` and the label-count paths; a parameter divided by that never stands in for the count
+(``scaling``, a memory budget) is not judged as one.
+
 Recognised guards: ``clamp``/``clamp_min``/``clip`` with a positive floor; builtin ``max`` with a positive
 argument; ``torch.max``/``torch.maximum``/``fmax`` against a positive tensor (``torch.ones_like(d)``);
 ``torch.where``/``masked_fill``/conditional expressions that replace a zero with a positive value; an ``if``
 on ``== 0`` / ``<= 0`` / ``not ...`` (or the positive forms) of the divisor or of the count whose zero branch
 returns, raises or replaces the divisor; any helper whose body does one of those on every return path.
 
-Verdicts: ``vulnerable`` when an unguarded count reaches a division (``/``, ``//``, ``%``, ``div``,
-``reciprocal``, ...); ``fixed`` when every division the count reaches is dominated by a guard and the count
-escapes nowhere unguarded; ``absent`` when there is no module, class or forward; ``unknown`` otherwise, with
-the reason (the count escapes into code that cannot be read, a guard that covers only some conditions, a
-shape the reading does not model).
+Verdicts: ``vulnerable`` when an unguarded count (the label count or the caller's) reaches a division
+(``/``, ``//``, ``%``, ``div``, ``reciprocal``, ...); ``fixed`` when every division the count reaches is
+dominated by a guard and the count escapes nowhere unguarded; ``absent`` when there is no module, class or
+forward; ``unknown`` otherwise, with the reason (the count escapes into code that cannot be read, a guard
+that covers only some conditions, a shape the reading does not model).
 
 Limits, stated so a verdict can be weighed: the reading is path-insensitive, so a count guarded on one
 branch of an ``if`` and not on the other is ``vulnerable`` even when the two conditions are correlated

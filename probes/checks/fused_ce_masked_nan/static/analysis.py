@@ -29,6 +29,7 @@ from .values import (
     Unreadable,
     Val,
     countish,
+    kind,
     unguarded,
 )
 
@@ -52,12 +53,19 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.forward_order: list[str] = []
         self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
         self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
+        # Forward parameters that stand in for the label count (the caller's ``n_items``): found by the first
+        # reading of a forward, bound as counts by the second (``judge.py``).
+        self.alternatives: set[str] = set()
+        self.none_divided: set[str] = set()  # parameters known None where a count is divided
+        self.param_divisors: set[str] = set()  # parameters that reach any division as (part of) its divisor
+        self.none_sides: list[tuple[Frame, frozenset[str]]] = []  # parameters known None on the path read now
 
     def reset(self) -> None:
         """Forget what one forward's reading recorded, before reading the next."""
         self.divisions, self.escapes, self.sources = [], [], []
         self.memo, self.param_cache, self.stack = {}, {}, []
         self.poisoned = set()
+        self.alternatives, self.none_divided, self.param_divisors, self.none_sides = set(), set(), set(), []
         self.steps = 0
 
 
@@ -74,8 +82,21 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         return frozenset({("C", fr.mod.file, line)})
 
     def division(self, fr: Frame, line: int, divisor: Val) -> None:
-        if countish(divisor) and not self.muted:
+        if self.muted:
+            return
+        params = {e[1] for e in divisor if kind(e) == "P"}
+        self.param_divisors |= params
+        if countish(divisor):
             self.divisions.append(Division(fr.mod.file, line, fr.label, divisor))
+            # A forward parameter divided by in place of the count: joined with it into one divisor
+            # (``n_items if n_items is not None else count``), or divided by itself somewhere and known
+            # None where the count is divided (``if n_items is None: x / count`` ... ``x / n_items``).
+            self.alternatives |= params
+            self.none_divided |= {n for frame, names in self.none_sides if frame is fr for n in names}
+
+    def caller_counts(self) -> set[str]:
+        """The forward parameters the first reading found standing in for the label count."""
+        return self.alternatives | (self.none_divided & self.param_divisors)
 
     def escape(self, fr: Frame, line: int, what: str, vals: Iterable[Val]) -> None:
         if any(unguarded(v) for v in vals) and not self.muted:

@@ -215,8 +215,12 @@ class Expressions:
         saved = fr.state
         how = "a conditional that replaces zero"
         fr.state = self.refine(fr, test, True, how=how)
+        self.none_sides.append(self.none_side(fr, test, True))
         a = self.ev(fr, body)
+        self.none_sides.pop()
         fr.state = self.refine(fr, test, False, saved, how)
+        self.none_sides.append(self.none_side(fr, test, False))
         b = self.ev(fr, orelse)
+        self.none_sides.pop()
         fr.state = saved
         return join(a, b)

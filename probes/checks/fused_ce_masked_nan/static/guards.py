@@ -57,6 +57,23 @@ def nonzero_subjects(test: ast.AST, truth: bool) -> tuple[list[ast.AST], list[as
     return ([test] if truth else []), []
 
 
+def none_tested(test: ast.AST, truth: bool) -> list[str]:
+    """Names known to be None where ``test`` is ``truth``: ``x is None``, ``x is not None``, ``not``, ``and``/``or``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return none_tested(test.operand, not truth)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) == truth:  # every conjunct holds / every disjunct fails
+            return [n for v in test.values for n in none_tested(v, truth)]
+        return []
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        left, right = test.left, test.comparators[0]
+        if isinstance(left, ast.Constant) and left.value is None:
+            left, right = right, left
+        if isinstance(left, ast.Name) and isinstance(right, ast.Constant) and right.value is None:
+            return [left.id] if isinstance(test.ops[0], ast.Is) == truth else []
+    return []
+
+
 def _compare_zero(subject: ast.AST, op: ast.cmpop, c: float, truth: bool) -> tuple[list[ast.AST], list[ast.AST]]:
     """``subject <op> c`` (constant on the right) is ``truth``: is ``subject`` then known nonzero?"""
     nonzero_when_true = (isinstance(op, ast.NotEq) and c == 0) or (isinstance(op, ast.Gt) and c >= 0) or (
@@ -99,6 +116,12 @@ class Guards:
         self.weaken(st, partial, f"line {line}: a zero test on it is combined with other conditions, so the "
                                  "branch does not prove the divisor nonzero")
         return st
+
+    def none_side(self, fr: Frame, test: ast.AST, truth: bool) -> tuple[Frame, frozenset[str]]:
+        """The forward parameters known to be None on the ``truth`` side of ``test`` (see ``Analysis.division``):
+        a name tested against None whose value is the parameter itself, not a value joined from several."""
+        vals = [self.lookup(fr, n) for n in none_tested(test, truth)]
+        return fr, frozenset(e[1] for v in vals if len(v) == 1 for e in v if kind(e) == "P")
 
     @staticmethod
     def weaken(st: State, subjects: list[ast.AST], reason: str) -> None:

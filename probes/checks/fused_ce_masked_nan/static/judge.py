@@ -1,9 +1,10 @@
 """Verdict assembly: run the reading over each forward and turn what it recorded into a ``StaticVerdict``.
 
 ``analyze_source`` parses the entry module, locates the forwards (``forward.py``), reads each from its
-parameters and judges it: ``vulnerable`` when an unguarded count reaches a division, ``unknown`` when a
-divisor or an escape cannot be judged, ``fixed`` when every division is behind a guard. Forwards whose
-verdicts disagree give ``unknown``; a crash of the reading is reported as ``unknown``, not raised.
+parameters (twice when a parameter stands in for the label count: the second time it is bound as a count,
+see ``static/__init__.py``) and judges it: ``vulnerable`` when an unguarded count reaches a division,
+``unknown`` when a divisor or an escape cannot be judged, ``fixed`` when every division is behind a guard.
+Forwards whose verdicts disagree give ``unknown``; a crash of the reading is reported as ``unknown``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,16 @@ def _judge(an: Analysis, fwd: Func, file: str | None) -> StaticVerdict:
     # Lines are reported in ``file``; a forward read from another module is named in the reason instead.
     fline = fwd.node.lineno if fwd.mod is an.entry else None
     where_fwd = "" if fwd.mod is an.entry else f" (in {fwd.mod.file}:{fwd.node.lineno})"
-    verdict = _judged(an, fwd, bound, file, fline, where_fwd)
+    verdict = _judged(an, fwd, bound, file, fline, where_fwd, [])
+    # The caller's count: a parameter divided by in place of the label count (``n_items``). Read the forward
+    # again with it bound as a count that may be zero (a trainer sends 0 for a fully masked step), so that a
+    # guard must cover it too: one that floors only the label-count branch leaves ``n_items == 0`` open.
+    callers = sorted(an.caller_counts() & set(bound))
+    if callers:
+        an.reset()
+        for p in callers:
+            bound[p] = frozenset({("C", fwd.mod.file, fwd.node.lineno, p)})
+        verdict = _judged(an, fwd, bound, file, fline, where_fwd, callers)
     if where_fwd and not verdict.reason.startswith(CLASS_NAME):
         verdict = StaticVerdict(verdict.verdict, f"{CLASS_NAME}.forward{where_fwd}: {verdict.reason}", verdict.file,
                                 verdict.forward_line, verdict.evidence_line)
@@ -57,7 +67,7 @@ def _judge(an: Analysis, fwd: Func, file: str | None) -> StaticVerdict:
 
 
 def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fline: int | None,
-            where_fwd: str) -> StaticVerdict:
+            where_fwd: str, callers: list[str]) -> StaticVerdict:
     entry = an.entry.file
     for dec in fwd.node.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
@@ -80,14 +90,25 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
         return StaticVerdict("unknown", f"{CLASS_NAME}.forward{where_fwd} derives no label count (no sum or "
                              "count over a comparison mask); cannot judge its divisor", file, fline)
     for d in an.divisions:
-        counts = sorted((e for e in d.divisor if kind(e) == "C"), key=lambda e: (e[1], e[2]))
+        counts = sorted((e for e in d.divisor if kind(e) == "C"), key=lambda e: (len(e) > 3, e[1], e[2]))
         if counts or (d.divisor >= ZERO and countish(d.divisor)):
             src = counts[0] if counts else None
+            at = f"the division at {_where(d.file, d.line, entry)} in {d.where} with no zero guard on some path"
+            if src is not None and len(src) > 3:
+                return StaticVerdict(  # the label count is guarded here: the caller's count alone is open
+                    "vulnerable", f"the caller's count (parameter {src[3]!r}, divided by whenever it is given) "
+                    f"reaches {at}: a fully masked step with {src[3]} == 0 divides by 0 (zoo's trainer patch "
+                    "sends a tensor 0 there; a guard for the None case alone does not cover it)", file, fline,
+                    d.line if d.file == entry else None)
             src_text = f"the label count from {_where(src[1], src[2], entry)}" if src else "a zero"
+            also = [e[3] for e in counts if len(e) > 3]
+            if also:
+                src_text += f" and the caller's count (parameter {also[0]!r}) reach"
+            else:
+                src_text += " reaches"
             evidence = src[2] if src and src[1] == entry else (d.line if d.file == entry else None)
-            return StaticVerdict(
-                "vulnerable", f"{src_text} reaches the division at {_where(d.file, d.line, entry)} in {d.where} "
-                "with no zero guard on some path (an all-masked batch divides by 0)", file, fline, evidence)
+            return StaticVerdict("vulnerable", f"{src_text} {at} (an all-masked batch divides by 0)",
+                                 file, fline, evidence)
     for d in an.divisions:
         opaque = [e[1] for e in d.divisor if kind(e) == "U"]
         if opaque:
@@ -102,8 +123,10 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
     if guarded:
         d = guarded[0]
         g = sorted(e for e in d.divisor if kind(e) == "G")[0]
+        who = (f"the label count and the caller's count (parameter {callers[0]!r}) reach" if callers
+               else "the label count reaches")
         return StaticVerdict(
-            "fixed", f"the label count reaches the division at {_where(d.file, d.line, entry)} in {d.where} only "
+            "fixed", f"{who} the division at {_where(d.file, d.line, entry)} in {d.where} only "
             f"through a zero guard ({g[3]} at {_where(g[1], g[2], entry)})", file, fline,
             g[2] if g[1] == entry else (d.line if d.file == entry else None))
     src = an.sources[0]

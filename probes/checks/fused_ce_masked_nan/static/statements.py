@@ -168,9 +168,13 @@ class Statements:
         self.ev(fr, test)
         true_state, false_state = self.refine(fr, test, True), self.refine(fr, test, False)
         fr.state = true_state
+        self.none_sides.append(self.none_side(fr, test, True))
         a = fr.state if self.exec_block(fr, body) else None
+        self.none_sides.pop()
         fr.state = false_state
+        self.none_sides.append(self.none_side(fr, test, False))
         b = fr.state if self.exec_block(fr, orelse) else None
+        self.none_sides.pop()
         joined = join_states([a, b])
         if joined is None:
             return False

@@ -38,6 +38,7 @@ class StaticVerdict:
 # --------------------------------------------------------------------------- abstract values
 # A value is a frozenset of facts. Count facts (the ones the verdict is about):
 #   ("C", file, line)        a label count that may be zero, computed at file:line
+#   ("C", file, line, name)  the caller's count: forward parameter ``name`` (``n_items``), which may be 0
 #   ("G", file, line, how)   a count after a recognised zero guard at file:line
 #   ("U", reason)            a count that went through something the reading cannot judge
 # Other facts: ("K", "num"|"tensor"|"any") positive; ("Z",) zero; ("N",) negative; ("O",) anything else; ("B",) a

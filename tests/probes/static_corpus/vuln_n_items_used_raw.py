@@ -1,4 +1,4 @@
-# expect: fixed -- clamp(min=1) on the count expression
+# expect: vulnerable -- the label count is floored on its own branch; the other branch divides by n_items as given
 # ruff: noqa
 import torch
 
@@ -9,8 +9,10 @@ class UnslothFusedLoss(torch.autograd.Function):
         ignore_index = -100
         labels = labels.view(-1)
         loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
-        divisor = n_items if n_items is not None else (labels != ignore_index).sum().clamp(min=1)
-        loss = loss / divisor
+        if n_items is None:
+            loss = loss / (labels != ignore_index).sum().clamp(min=1)
+        else:
+            loss = loss / n_items
         return loss
 
     @staticmethod

@@ -1,4 +1,4 @@
-# expect: fixed -- a branch on the count expression (not the divisor name) returns
+# expect: vulnerable -- n_items defaults to a floored count when None; a given n_items is used as it comes
 # ruff: noqa
 import torch
 
@@ -9,12 +9,9 @@ class UnslothFusedLoss(torch.autograd.Function):
         ignore_index = -100
         labels = labels.view(-1)
         loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
-        count = (labels != ignore_index).sum()
-        if (labels != ignore_index).sum().item() == 0:
-            return loss * 0.0
-        d = n_items if n_items is not None else count
-        loss = loss / d
-        return loss
+        if n_items is None:
+            n_items = torch.clamp((labels != ignore_index).sum(), min=1)
+        return loss / n_items
 
     @staticmethod
     def backward(ctx, grad_output):
