@@ -96,6 +96,7 @@ def before_phase(args: argparse.Namespace, torch_compile: bool) -> dict[str, Any
     return _document(
         args, torch_compile, None, [first, *later], [],
         zoo_vulnerable_raw=first.details.get("zoo_vulnerable_raw"),
+        zoo_vulnerable_forms=first.details.get("zoo_vulnerable_forms"),
         raw_forward=first.details.get("forward"),
         unsloth_imported=False,
         env=_mode(),
@@ -177,7 +178,8 @@ def after_phase(args: argparse.Namespace, torch_compile: bool, raw_doc: dict[str
         replaced: bool | None = not is_zoo_forward(forward_entry(), raw)
     except Exception:
         replaced = None
-    ctx = Context(guard, torch_compile, args.device, raw, vulnerable, replaced)
+    forms = tuple((raw_doc or {}).get("zoo_vulnerable_forms") or ("None",))
+    ctx = Context(guard, torch_compile, args.device, raw, vulnerable, replaced, forms)
     tests = [first]
     for test_id, fn in AFTER_TESTS.items():
         tests.append(run_test(test_id, lambda c, fn=fn: fn(ctx, c)))  # type: ignore[misc]

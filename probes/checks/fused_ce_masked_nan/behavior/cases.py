@@ -45,6 +45,7 @@ from .context import (
     make,
     with_,
     with_nan,
+    zero_count_batches,
 )
 from .guard_cases import extra_probes, route_all_masked, test_11_idempotent, test_12_uninstall, test_13_fixed_zoo
 from .support import Checks, fingerprint, forward_entry, is_zero_answer, is_zoo_forward, mapping_cache
@@ -55,19 +56,26 @@ __all__ = ["AFTER_TESTS", "Context", "extra_probes", "route_all_masked", "test_0
 # ---------------------------------------------------------------- test 1
 
 
+
 def test_01_before(ctx: Context, c: Checks) -> None:
-    run = ctx.run(ctx.batch("all_masked"))
-    c.details["all_masked"] = run.summary
     c.details["forward"] = fingerprint(forward_entry())
     c.details["has_mapping_cache"] = mapping_cache() is not None
-    vulnerable = not math.isfinite(float(run.loss))
-    c.details["zoo_vulnerable_raw"] = vulnerable
-    if vulnerable:
-        c.note("zoo vulnerable: NaN loss seen")
+    runs, nan_forms = {}, []
+    for form, batch in zero_count_batches(ctx):
+        runs[form] = run = ctx.run(batch)
+        c.details["all_masked" if form == "None" else f"all_masked_n_items_{form}"] = run.summary
+        if not math.isfinite(float(run.loss)):
+            nan_forms.append(form)
+    # Vulnerable on any count a caller sends: a zoo fixed for None only still NaNs on the trainer's tensor(0).
+    c.details["zoo_vulnerable_raw"] = bool(nan_forms)
+    c.details["zoo_vulnerable_forms"] = nan_forms
+    if nan_forms:
+        c.note(f"zoo vulnerable: NaN loss with n_items {', '.join(nan_forms)}")
         return
-    c.note("zoo carries the fix: finite loss")
-    problems = is_zero_answer(run)
-    c.expect(not problems, "finite but not a clean zero: " + ", ".join(problems))
+    c.note("zoo carries the fix: finite loss with n_items None and tensor(0)")
+    for form, run in runs.items():
+        problems = is_zero_answer(run)
+        c.expect(not problems, f"n_items {form}: finite but not a clean zero: " + ", ".join(problems))
 
 
 # ---------------------------------------------------------------- tests 2-10 and 14: results

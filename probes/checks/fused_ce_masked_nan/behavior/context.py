@@ -44,6 +44,8 @@ class Context:
     zoo_vulnerable: bool | None
     # Whether the forward after import is not zoo's own (a guard of any kind replaced it).
     replaced: bool | None = None
+    # The counts on which the raw kernel gave NaN for a fully masked batch (test 1): "None", "tensor(0)".
+    nan_forms: tuple[str, ...] = ("None",)
 
     def batch(self, kind: str, **kw: Any) -> kernel.Batch:
         return kernel.make_batch(kind, device=self.device, **kw)
@@ -61,6 +63,20 @@ class Context:
         if self.guard.module is None and not self.replaced:
             raise NotApplicableError("no guard in this build")
         raise NotApplicableError(f"guard exposes no {'/'.join(missing)} hook")
+
+
+ZERO_FORMS = ("None", "tensor(0)")
+
+
+def zero_count_batches(ctx: Context) -> list[tuple[str, kernel.Batch]]:
+    """The fully masked batch with each count a caller sends when nothing is left: None (a custom loop) and
+    ``tensor(0)`` (zoo's trainer patch on a fully masked accumulation step, DESIGN.md section 1)."""
+    out = []
+    for form in ZERO_FORMS:
+        batch = ctx.batch("all_masked")
+        batch.n_items = None if form == "None" else torch.tensor(0, device=ctx.device)
+        out.append((form, batch))
+    return out
 
 
 def with_(batch: kernel.Batch, **fields: Any) -> kernel.Batch:
