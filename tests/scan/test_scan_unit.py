@@ -32,7 +32,8 @@ VULNERABLE = textwrap.dedent("""
             divisor = n_items if n_items is not None else (labels != -100).sum()
             return total / divisor
 """)
-FIXED_CLAMP = VULNERABLE.replace("(labels != -100).sum()", "(labels != -100).sum().clamp(min=1)")
+# Fixed means both divisors are floored: the label count and the caller's n_items (a trainer sends 0).
+FIXED_CLAMP = VULNERABLE.replace("        return total / divisor", "        return total / divisor.clamp(min=1)")
 FIXED_BRANCH = VULNERABLE.replace("        return total / divisor\n", textwrap.indent(textwrap.dedent("""
     if divisor == 0:
         return total * 0.0
@@ -41,7 +42,7 @@ FIXED_BRANCH = VULNERABLE.replace("        return total / divisor\n", textwrap.i
 # The guard lives in another module of the wheel: only a detector that reads across modules calls it fixed.
 HELPER_MODULE = "def nonzero(x):\n    return x.clamp_min(1)\n"
 FIXED_ELSEWHERE = "from unsloth_zoo.fused_losses.guards import nonzero\n" + VULNERABLE.replace(
-    "(labels != -100).sum()", "nonzero((labels != -100).sum())")
+    "        return total / divisor", "        return total / nonzero(divisor)")
 GUARD_SRC = (ROOT / "matrix/backports/unsloth-guard/files/fused_ce_guard.py").read_text(encoding="utf-8")
 
 

@@ -2,9 +2,15 @@
 
 * static, in the parent: the AST of the installed forward (no import).
 * raw process (never imports unsloth): the runtime detector, then behaviour
-  test 1 on zoo's own forward, handed to the unsloth process.
-* unsloth process: the guard-presence probe, the training run, then
-  behaviour tests 2-14 and the extras (they need test 1's findings).
+  test 1 on zoo's own forward, handed to the unsloth process; then the
+  differential suite's oracle (``differential-oracle``: generated examples
+  and zoo's answers to them, ``differential/oracle.py``).
+* unsloth process: snapshots for the differential suite's side-effect rules
+  (``differential-baseline``, first, right after the import), the
+  guard-presence probe, the training run, behaviour tests 2-14 and the
+  extras (they need test 1's findings), then the differential suite
+  (``differential``: the same examples through the kernel as ``import
+  unsloth`` left it, judged against zoo's answers; ``differential/judge.py``).
 
 The guard protocol module defaults to ``unsloth.fused_ce_guard``; a build may
 name another with ``SKEWMATRIX_GUARD_MODULE`` (set by the cell runner from the
@@ -73,9 +79,35 @@ def behavior_step(ctx: PhaseContext) -> dict[str, Any]:
     return after_phase(_behavior_args(ctx, "all"), ctx.torch_compile, before, first)  # type: ignore[no-any-return]
 
 
-RAW_STEPS = (Step("runtime", runtime_step),)
+def differential_oracle_step(ctx: PhaseContext) -> dict[str, Any]:
+    from .differential.oracle import raw_step
+
+    return raw_step(ctx)
+
+
+def differential_baseline_step(ctx: PhaseContext) -> dict[str, Any]:
+    from . import kernel
+    from .differential.judge import baseline_step
+
+    try:  # the modules whose globals are compared (import unsloth has imported them on its GPU path)
+        kernel.ce_module()
+        import unsloth_zoo.loss_utils  # noqa: F401
+    except Exception:
+        pass
+    return baseline_step(ctx)
+
+
+def differential_step(ctx: PhaseContext) -> dict[str, Any]:
+    from .differential.judge import differential_step as judge
+
+    return judge(ctx)
+
+
+RAW_STEPS = (Step("runtime", runtime_step), Step("differential-oracle", differential_oracle_step))
 UNSLOTH_STEPS = (
+    Step("differential-baseline", differential_baseline_step),
     Step("guard", guard_step),
     Step("train", train_step, training=True),
     Step("behavior", behavior_step, needs_raw=True),
+    Step("differential", differential_step, needs_raw=True),
 )

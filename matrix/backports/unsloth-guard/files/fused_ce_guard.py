@@ -57,7 +57,7 @@ _DEFAULT_IGNORE = -100
 logger = logging.getLogger(__name__)
 
 # The answer of the probe, keyed by the original forward function it ran on.
-_verdicts: dict[int, tuple[Any, bool]] = {}
+_verdicts: dict[int, tuple[Any, tuple[bool, bool]]] = {}
 
 
 class _ProbeCtx:
@@ -99,11 +99,11 @@ def _clear_mapping_cache(module: Any) -> None:
         clear()
 
 
-def _probe(module: Any, forward: Any) -> bool:
-    """Run zoo's original ``forward`` on a tiny all-masked batch; True when a loss is not finite.
+def _probe(module: Any, forward: Any) -> tuple[bool, bool]:
+    """Run zoo's original ``forward`` on a tiny all-masked batch: (NaN with no ``n_items``, NaN with 0).
 
-    Asked twice, with no ``n_items`` and with ``n_items = 0``: a zoo that
-    fixed one of the two still needs the guard for the other.
+    Asked twice: a zoo that fixed one of the two still needs the guard for
+    the other, and only for that one (where zoo answers, its answer stands).
     """
     import torch
 
@@ -136,18 +136,15 @@ def _probe(module: Any, forward: Any) -> bool:
         for n_items in (None, torch.zeros(())):
             args[at] = n_items
             losses.append(float(forward(_ProbeCtx(), *args)))
-    return not all(math.isfinite(x) for x in losses)
+    return not math.isfinite(losses[0]), not math.isfinite(losses[1])
 
 
-def zoo_needs_guard() -> bool:
-    """True when zoo's original forward gives a non-finite loss on an all-masked batch (n_items None or 0).
-
-    Runs the probe at most once per original forward object; False when zoo
-    has no fused loss or the probe cannot run (a warning says why).
-    """
+def _nan_forms() -> tuple[bool, bool]:
+    """(zoo NaNs with no count, zoo NaNs with a count of 0) for zoo's original forward, probed once per
+    forward object; (False, False) when zoo has no fused loss or the probe cannot run (a warning says why)."""
     found = _target()
     if found is None:
-        return False
+        return False, False
     module, cls = found
     forward = _wrapper_of(_original_entry(cls))
     known = _verdicts.get(id(forward))
@@ -158,9 +155,14 @@ def zoo_needs_guard() -> bool:
     except Exception as exc:
         logger.warning("Unsloth: fused CE guard could not probe %s.%s.forward (%r); leaving it as is.",
                        _CE_MODULE, _CLASS, exc)
-        return False
+        return False, False
     _verdicts[id(forward)] = (forward, verdict)
     return verdict
+
+
+def zoo_needs_guard() -> bool:
+    """True when zoo's original forward gives a non-finite loss on an all-masked batch (n_items None or 0)."""
+    return any(_nan_forms())
 
 
 def _bind(names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -174,25 +176,28 @@ def _bind(names: tuple[str, ...], defaults: tuple[Any, ...], args: tuple, kwargs
     return values
 
 
-def _zero_divisor(n_items: Any) -> bool:
-    """True when zoo would divide by zero for want of a count: ``n_items`` None or exactly 0.
-
-    Read the way zoo reads it (``torch.tensor`` of a non-tensor): a Python or
-    NumPy number, a 0-d tensor or a one-element tensor equal to 0. A
-    multi-element count is left to zoo, and so is NaN (not 0: it stays NaN).
-    """
+def _zero_count(n_items: Any) -> bool:
+    """True when the caller's count is exactly 0 in a form zoo answers: a Python or NumPy number or a 0-d
+    tensor. A count of another shape (zoo raises for a (1,) tensor: its forward must return a scalar) is
+    left to zoo, and so is NaN (not 0: it stays NaN)."""
     import torch
 
-    if n_items is None:
-        return True
     try:
         value = torch.as_tensor(n_items)
     except Exception:
         return False  # zoo's torch.tensor() rejects it too: let zoo raise
-    return value.numel() == 1 and bool(value.reshape(()) == 0)
+    return value.dim() == 0 and bool(value == 0)
 
 
-def _nothing_to_learn(values: dict[str, Any]) -> bool:
+def _zero_divisor(n_items: Any, forms: tuple[bool, bool]) -> bool:
+    """True when zoo would divide by zero for want of a count, on a form it NaNs for (``_nan_forms``):
+    ``n_items`` None, or exactly 0."""
+    if n_items is None:
+        return forms[0]
+    return forms[1] and _zero_count(n_items)
+
+
+def _nothing_to_learn(values: dict[str, Any], forms: tuple[bool, bool] = (True, True)) -> bool:
     """True only when zoo's forward would divide by zero: a zero divisor and no label left.
 
     Mirrors zoo's own label handling: the causal shift drops position 0 and
@@ -203,7 +208,7 @@ def _nothing_to_learn(values: dict[str, Any]) -> bool:
     """
     import torch
 
-    if not _zero_divisor(values.get("n_items")):
+    if not _zero_divisor(values.get("n_items"), forms):
         return False
     labels = values.get("labels")
     if not torch.is_tensor(labels) or labels.dim() == 0:
@@ -251,11 +256,12 @@ def _make_wrapper(original_entry: Any) -> Any:
     parameters = list(signature.parameters.values())
     names = tuple(p.name for p in parameters)
     defaults = tuple(None if p.default is inspect.Parameter.empty else p.default for p in parameters)
+    forms = _nan_forms()  # where zoo answers a count by itself, its answer stands
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         try:
             values = _bind(names[1:], defaults[1:], args[1:], kwargs)
-            empty = _nothing_to_learn(values)
+            empty = _nothing_to_learn(values, forms)
         except Exception:
             empty = False
         if not empty:

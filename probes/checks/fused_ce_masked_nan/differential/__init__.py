@@ -1,0 +1,134 @@
+"""The differential, property-based suite: the guarded kernel against zoo's own kernel in the same cell.
+
+Contract (DESIGN.md section 5). After ``import unsloth`` the kernel must be
+indistinguishable from zoo's own on every input, except where zoo's answer
+is non-finite *only because every label is masked*: the effective labels
+(after the causal shift and after folding ``mask`` in, the way zoo's
+forward does) are all ``ignore_index`` and the count is None or zero in any
+one-element form (``0``, ``0.0``, ``tensor(0)``, ``tensor([0.])``). When
+every label is masked no input value reaches the loss, so a non-finite
+answer there comes from the zero divisor alone, even when the inputs carry
+a NaN. A multi-element count is not a zero form: zoo reads its first
+element, and whatever zoo does with it is the oracle. In that region the
+guarded call must answer a loss of exactly 0 with the dtype, shape, device
+and ``requires_grad`` zoo gives a non-empty batch of the same dtypes, zero
+gradients for every input that requires grad, and a backward that works
+(unless zoo's own backward raises there: then it must raise alike).
+Everywhere else: where zoo raises (forward or backward), the same
+exception type; where zoo's loss is finite, the same loss bits, the same
+gradient bits, the same meta; where it is non-finite for another reason (a
+NaN/inf in the inputs, a NaN count, a zero count with labels left), the
+guarded loss stays non-finite.
+
+Oracle in another process. A guard with no install/uninstall hook (a
+third-party guard that only patches at import) cannot be taken out, so
+zoo's answers come from the raw process, which never imports unsloth
+(``oracle.py``). It generates the examples from a seed, runs each through
+zoo and records compact answers (``float.hex`` of the loss, a short sha256
+of each gradient and of each caller tensor that changed, meta, exception
+types). The unsloth process (``judge.py``) rebuilds the same inputs from the
+same specs (seeded ``torch.Generator``, so bit-identical), runs them through
+whatever ``import unsloth`` left in place, and compares. Nothing needs a hook,
+so no property turns n/a for want of one.
+
+Generator and shrinking (``spec.py``). The cell env is kept minimal:
+hypothesis is not installed there, so this is a small seeded generator of
+its own (``random.Random``). An example is a flat JSON spec over the whole
+signature and calling context: shape, dtype, label pattern, ``ignore_index``
+(-100, 0, -1, 3 and an unusable string), ``mask`` (None, 0/1, values 2 /
+0.5 / -1, bool, all-zero, a wrong shape), the count (None, int, float, 0-d,
+one-element, long, multi-element, empty and string forms; true / 0 / 3 /
+NaN values), ``scaling`` (incl. 0), ``shift_labels``, chunking (one chunk,
+a ``target_gb`` that forces several, ``n_chunks``), ``overwrite``,
+``label_smoothing``, the ``logit_*`` keywords, bias (none / trainable /
+frozen), ``requires_grad`` of hidden states and lm_head, grad mode
+(``torch.no_grad``), ``compute_gradients`` where the forward has it, NaN/inf
+in the inputs, and the route (the autograd Function through
+``apply_autograd_function``, and the public entry
+``unsloth_zoo.loss_utils.unsloth_fused_ce_loss`` bound by value). Because
+the oracle lives in another process, shrinking works on a precomputed
+lattice: for every example the raw process also answers a fixed set of
+simplifications (smallest shape with seed 0, each keyword back to its
+default one at a time, only one keyword kept, a simpler count form, a
+simpler label pattern), and the unsloth process reports the smallest
+failing input it has zoo's answer for, in one line.
+
+Side effects (``state.py``). Snapshots in both processes: ``os.environ``,
+and the module globals of zoo's ``cross_entropy_loss`` and ``loss_utils``
+plus the kernel class's attributes other than ``forward`` (names ->
+descriptions that compare across processes: reprs of simple values,
+code identity of functions, compile flags included). Rules:
+
+* env: a key judged is one whose value differs between the raw process and
+  the unsloth process right after ``import unsloth`` (first unsloth step)
+  AND that zoo's kernel modules read (``os.environ.get("K")`` and the like,
+  found by AST) or that the source of the guard's module names (the module
+  of the replaced forward, or the protocol module); ``import unsloth`` sets
+  a dozen unrelated keys on an unguarded build, which this rule leaves out.
+  The keys the phases set differently on purpose (``UNSLOTH_IS_PRESENT``,
+  ``UNSLOTH_ALLOW_CPU``) never count. Any key a guarded call changes counts,
+  unless zoo's own call changed it in the raw process.
+* globals: any difference between the raw snapshot and the first unsloth
+  snapshot counts (measured: an unguarded ``import unsloth`` changes none of
+  them on zoo 2026.9.3 and 2026.10.9), except in the CPU-backend mode, where
+  zoo is imported under other variables than in the raw process (recorded,
+  not judged); and any change across a guarded call that zoo's calls did
+  not make in the raw process.
+* caller tensors and the ``extra_kwargs`` dict: per example, what the
+  guarded call changed must be a subset of what zoo's changed; outside the
+  empty region the changed tensors must end bit-identical to zoo's.
+
+Both sides run zoo's chunk loop eagerly (``torch_compile=False``) whatever
+the cell's compile setting (recorded as ``cell_compile``): hundreds of calls
+over many argument combinations would each recompile; the compiled path is
+the behaviour suite's extra probe.
+
+Example count: ``DEFAULT_EXAMPLES`` per cell, raised with
+``SKEWMATRIX_DIFF_EXAMPLES``; the seed is ``DEFAULT_SEED`` unless
+``SKEWMATRIX_DIFF_SEED`` says otherwise. Both are recorded in the result. The
+default was measured on a 2-core host, with zoo 2026.9.3 and torch 2.12.1. In
+the raw process, 48 examples and their lattices come to about 790 kernel
+calls and 1.5-3 s of CPU, depending on load. The unsloth process uses about
+0.15 s of CPU when nothing fails and about 1 s when a guard fails (shrinking).
+The raw process hands on about 150 KB.
+"""
+
+from __future__ import annotations
+
+import os
+
+SCHEMA = 1
+DEFAULT_EXAMPLES = 48
+DEFAULT_SEED = 20261009
+EXAMPLES_ENV = "SKEWMATRIX_DIFF_EXAMPLES"
+SEED_ENV = "SKEWMATRIX_DIFF_SEED"
+SHARED_KEY = "differential"
+BASELINE_KEY = "differential_baseline"
+
+PROPERTIES: dict[str, str] = {
+    "d1-same-answer": "where zoo's loss is finite, the guarded loss has the same bits",
+    "d2-same-gradients": "outside the empty region, the same gradient bits for every input that requires grad",
+    "d3-same-meta": "the loss has zoo's type, dtype, shape, device and requires_grad",
+    "d4-same-exception": "where zoo raises (forward or backward), the guarded call raises the same type",
+    "d5-defined-empty-answer": "every label masked and a zero count: loss 0, zero gradients, backward works",
+    "d6-non-finite-stays": "where zoo's loss is non-finite for another reason, the guarded loss stays non-finite",
+    "d7-no-side-effects-env": "os.environ: no kernel-relevant or guard-named key changed by import or calls",
+    "d8-no-side-effects-globals": "zoo's module globals and kernel class attributes unchanged by import or calls",
+    "d9-caller-tensors-unchanged": "a call changes the caller's tensors and kwargs only as zoo's own call does",
+}
+PROPERTY_IDS = tuple(PROPERTIES)
+
+
+def example_count() -> int:
+    """The number of generated examples: the default, or ``SKEWMATRIX_DIFF_EXAMPLES`` (at least 1)."""
+    try:
+        return max(1, int(os.environ.get(EXAMPLES_ENV, "") or DEFAULT_EXAMPLES))
+    except ValueError:
+        return DEFAULT_EXAMPLES
+
+
+def seed() -> int:
+    try:
+        return int(os.environ.get(SEED_ENV, "") or DEFAULT_SEED)
+    except ValueError:
+        return DEFAULT_SEED

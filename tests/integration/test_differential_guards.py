@@ -1,0 +1,133 @@
+"""Hand-written guards, built as real backports of unsloth on a vulnerable zoo, judged by the differential suite.
+
+Each wrong guard in tests/mutants/diff_*.diff is the shipped guard plus one plausible mistake aimed at one
+property of the ``differential`` step (tests/mutants/README.md); its cell must show that property failing
+with a minimal input in the reason. The shipped guard and an independently written second guard
+(``correct_second_guard.diff``) must pass every property, and the unguarded build must pass every
+property but the defined empty answer (zoo gives NaN there: the suite checking itself).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
+
+pytestmark = pytest.mark.integration
+MUTANTS = ROOT / "tests" / "mutants"
+GUARD = ROOT / "matrix" / "backports" / "unsloth-guard"
+FUSED = "fused-ce-masked-nan"
+ZOO = "z-vuln"
+PROPERTIES = ("d1-same-answer", "d2-same-gradients", "d3-same-meta", "d4-same-exception",
+              "d5-defined-empty-answer", "d6-non-finite-stays", "d7-no-side-effects-env",
+              "d8-no-side-effects-globals", "d9-caller-tensors-unchanged")
+
+# wrong guard -> (the property that must fail, words its one-line reason must carry)
+WRONG = {
+    "diff_mask_binary": ("d1-same-answer", "mask=values"),
+    "diff_grad_scrub": ("d2-same-gradients", "nonfinite="),
+    "diff_bf16_zero": ("d3-same-meta", "guarded bfloat16"),
+    "diff_shape_one": ("d3-same-meta", "shape (1,)"),
+    "diff_swallow_errors": ("d4-same-exception", "zoo raises"),
+    "diff_ignore_falsy": ("d5-defined-empty-answer", "ignore_index=0"),
+    "diff_hidden_grad_only": ("d5-defined-empty-answer", "hidden_grad=False"),
+    "diff_zero_0d_only": ("d5-defined-empty-answer", "n_items=0"),
+    "diff_nan_scrub": ("d6-non-finite-stays", "nonfinite="),
+    "diff_env_at_install": ("d7-no-side-effects-env", "UNSLOTH_FUSED_CE_COMPILE_DISABLE"),
+    "diff_compile_flag": ("d8-no-side-effects-globals", "_FUSED_CE_COMPILE_SUPPORTED"),
+    "diff_labels_in_place": ("d9-caller-tensors-unchanged", "caller's labels"),
+}
+CORRECT = ("shipped", "correct_second_guard")
+
+
+def build_name(name: str) -> str:
+    return "g-" + name.removeprefix("diff_").replace("_", "-")
+
+
+def guard_backport(base: Path, name: str) -> None:
+    """The guard backport's manifest and files, plus the diff as a [[patch]] (none for the shipped guard)."""
+    d = base / "backports" / name
+    shutil.copytree(GUARD, d)
+    if name != "shipped":
+        shutil.copy2(MUTANTS / f"{name}.diff", d / "guard.diff")
+        with (d / "backport.toml").open("a") as fh:
+            fh.write('\n[[patch]]\nfile = "guard.diff"\n')
+
+
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    base = tmp_path_factory.mktemp("differential")
+    text = f"""
+[options]
+train = false
+
+[[build]]
+name = "u"
+package = "unsloth"
+source = "pypi"
+version = "{UNSLOTH}"
+
+[[build]]
+name = "{ZOO}"
+package = "unsloth_zoo"
+source = "pypi"
+version = "2026.9.3"
+"""
+    include = [f'{{ unsloth = "u", zoo = "{ZOO}" }}']
+    for name in (*WRONG, *CORRECT):
+        guard_backport(base, name)
+        text += (f'\n[[build]]\nname = "{build_name(name)}"\npackage = "unsloth"\nsource = "backport"\n'
+                 f'base = "u"\nbackport = "backports/{name}"\n')
+        include.append(f'{{ unsloth = "{build_name(name)}", zoo = "{ZOO}" }}')
+    text += "\n[pairs]\nproduct = false\ninclude = [\n  " + ",\n  ".join(include) + ",\n]\n"
+    (base / "guards.toml").write_text(text)
+    out = base / "out"
+    # The gate's exit code is not the question here (the unguarded cell is missing, the wrong guards broken).
+    proc = run_nox(base / "envs", "-j", "4", "-s", "matrix", out=out, matrix=base / "guards.toml")
+    assert proc.returncode in (0, 1) and (out / "cells").is_dir(), explain(proc)
+    found = {}
+    for path in (out / "cells").glob("*/cell.json"):
+        cell = json.loads(path.read_text())
+        found[cell["cell_id"]] = cell
+    return found
+
+
+def differential(cells: dict[str, dict[str, Any]], unsloth: str) -> dict[str, dict[str, Any]]:
+    cell = cells[f"{unsloth}__{ZOO}"]
+    assert cell.get("error") is None, cell.get("error")
+    step = next(s for s in cell["checks"][FUSED]["steps"] if s["name"] == "differential")
+    assert step["status"] == "ok", step
+    result = step["result"]
+    assert result["examples"] >= 1 and isinstance(result["seed"], int)
+    return {t["id"]: t for t in result["tests"]}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_guard_fails_its_property_with_a_minimal_input(cells: dict[str, dict[str, Any]], name: str) -> None:
+    prop, words = WRONG[name]
+    tests = differential(cells, build_name(name))
+    t = tests[prop]
+    assert t["outcome"] == "fail", (prop, t["reason"])
+    assert t["reason"].startswith(f'property "{prop.split("-", 1)[1]}": '), t["reason"]
+    assert words in t["reason"], t["reason"]
+    if prop not in ("d7-no-side-effects-env", "d8-no-side-effects-globals"):
+        assert "bsz=" in t["reason"] and "seed=" in t["reason"], t["reason"]  # the minimal input, in one line
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_a_correct_guard_passes_every_property(cells: dict[str, dict[str, Any]], name: str) -> None:
+    tests = differential(cells, build_name(name))
+    assert list(tests) == list(PROPERTIES)
+    assert {k: t["reason"] for k, t in tests.items() if t["outcome"] != "pass"} == {}
+
+
+def test_zoo_itself_passes_everything_but_the_empty_answer(cells: dict[str, dict[str, Any]]) -> None:
+    tests = differential(cells, "u")
+    failing = {k for k, t in tests.items() if t["outcome"] != "pass"}
+    assert failing == {"d5-defined-empty-answer"}, {k: tests[k]["reason"] for k in failing}
+    assert "zoo loss nan" in tests["d5-defined-empty-answer"]["reason"]
