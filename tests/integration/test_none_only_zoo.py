@@ -5,7 +5,7 @@ zoo's trainer patch hands the kernel ``num_items_in_batch = tensor(0)`` at a ful
 and a given ``n_items`` divided by as it comes: the old contract. Two real cells, unsloth 2026.10.9 as
 released and with the shipped guard backport, against that zoo: both detectors must call it vulnerable
 (the runtime one naming the count forms that NaN, the static one the caller's count), the unguarded cell is
-``missing`` and ``exposed`` (its training run logs NaN), and the guard activates (pending: see ``PENDING``).
+``missing`` and ``exposed`` (its training run logs NaN), and the guard activates.
 """
 
 from __future__ import annotations
@@ -114,21 +114,12 @@ def test_with_the_guard_the_training_run_is_clean(ran: dict[str, Any]) -> None:
     assert "tensor(0)" in v["training"]["masked_inputs"], v["training"]  # the same route, now guarded
 
 
-# Measured on the first run: the guarded cell is `broken`, not `activates`. Behaviour test 01 still judges the
-# raw zoo with n_items=None only, so it calls this zoo fixed and tests 12 and 13 then fault a guard that
-# (rightly) installs; the differential oracle also flags d2, d4 and d9 (the guard short-circuits None and
-# tensor([0]) where this zoo computes or raises). Those live in behavior/ and differential/; until they
-# follow the count forms, this stays a strict xfail (an XPASS fails the run and asks for its removal).
-PENDING = pytest.mark.xfail(strict=True, reason="behaviour test 01 measures n_items=None only; differential "
-                            "d2/d4/d9 compare the guard with a None-floored zoo (see the comment above)")
-
-
-@PENDING
+# The guard short-circuits only the counts this zoo NaNs on (tensor(0), not None, which the zoo floors itself)
+# and behaviour test 1 measures both forms, so the guard activates and the run passes.
 def test_the_guard_activates_on_the_none_only_zoo(ran: dict[str, Any]) -> None:
     v = ran["cells"][GUARDED]["verdicts"][FUSED]
     assert v["guard"] == "activates", (v["guard_reason"], v["behavior"])
 
 
-@PENDING
 def test_the_run_exits_0(ran: dict[str, Any]) -> None:
     assert ran["proc"].returncode == 0, explain(ran["proc"])
