@@ -91,7 +91,7 @@ def pick_zoo(zoo: list[dict[str, Any]], plain_spec: str | None, below: int) -> l
     usable = sorted((z for z in zoo if not z["yanked"] and z["verdict"] != "absent"),
                     key=lambda z: Version(z["version"]))
     if not usable:
-        raise GateError("the scan found no zoo release with a fused cross-entropy kernel")
+        raise GateError("the scan found no zoo release that carries the scanned check's kernel")
     picks: dict[str, str] = {}
     floor = admitted_floor(plain_spec, usable, include_yanked=False) if plain_spec is not None else None
     if floor is not None:

@@ -1,12 +1,12 @@
 """Mutation score of a guard against its check's behaviour suite (``nox -s mutation``).
 
-The harness side of mutation testing: build (or reuse) one cell env for the
-vulnerable pairing, run the check's probe-side runner in it (``mutate.py`` in
-the check folder: one ``import unsloth``, then load / install / test /
-uninstall per mutant), then score what came back against the equivalence
-list (``mutation_equivalents.toml`` next to this file, keyed by mutant id,
-one line of argument each) and write ``mutation.json`` and ``mutation.md``
-under the output directory.
+The harness side of mutation testing, for any check that declares a
+mutation target (``mutation.py`` in its folder, see ``probes/checks``):
+build (or reuse) one cell env for the target's vulnerable pairing, run the
+check's probe-side runner in it (one ``import unsloth``, then load / install
+/ test / uninstall per mutant), then score what came back against the
+target's equivalence list (keyed by mutant id, one line of argument each)
+and write ``mutation.json`` and ``mutation.md`` under the output directory.
 
 Score = killed / (generated - equivalent), over the mutants that ran. Exit
 codes: 0 the score meets the bar, 1 it does not, 2 bad input or the harness
@@ -29,20 +29,15 @@ from matrix import settings, tools
 from matrix.cell import OFFLINE_ENV
 from matrix.errors import SkewmatrixError
 from matrix.spec import REPO_ROOT
+from probes import checks
+from probes.checks import MutationTarget
+from reports.render import mutation_markdown
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.toml")
-DEFAULT_GUARD = REPO_ROOT / "matrix" / "backports" / "unsloth-guard" / "files" / "fused_ce_guard.py"
-DEFAULT_GUARD_MODULE = "unsloth.fused_ce_guard"
-CHECKS = REPO_ROOT / "probes" / "checks"
-# The vulnerable pairing: new unsloth with an old zoo, forced with overrides as a cell would be.
-DEFAULT_UNSLOTH, DEFAULT_ZOO = "2026.10.9", "2026.9.3"
-# A zoo that carries the fix: a guard must stay out there (test 13), which no vulnerable cell can see.
-DEFAULT_FIXED_ZOO = "2026.10.9"
 DEFAULT_BAR = 0.90
 RUN_TIMEOUT_S = 3 * 3600
 # As a cell runs its probes (matrix/cell.py): offline, no bytecode next to the probes, unsloth's GPU path on CPU.
@@ -59,7 +54,7 @@ KINDS = ("equivalent", "unreachable")
 @dataclass(frozen=True)
 class Equivalent:
     """A survivor that no test can kill: ``equivalent`` (same behaviour for every input) or
-    ``unreachable`` (differs only on a path this cell cannot take, e.g. a zoo without the fused loss)."""
+    ``unreachable`` (differs only on a path this cell cannot take, e.g. a zoo without the kernel)."""
 
     id: str
     why: str
@@ -166,64 +161,27 @@ def _brief(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_markdown(result: Score, meta: dict[str, Any]) -> str:
-    pct = "n/a" if result.score is None else f"{result.score:.1%}"
-    verdict = "meets" if result.passed else "below"
-    lines = [
-        "# Mutation score",
-        "",
-        f"**{pct}** of non-equivalent mutants killed ({result.killed}/{result.ran - result.equivalent}); "
-        f"bar {result.bar:.0%}: {verdict}.",
-        "",
-        f"Counting the {sum(1 for e in result.equivalents if e['kind'] == 'unreachable')} `unreachable` mutants "
-        f"as survivors: {'n/a' if result.strict_score is None else f'{result.strict_score:.1%}'}.",
-        "",
-        f"- guard: `{meta.get('guard_file')}` loaded as `{meta.get('guard_module')}`",
-        f"- env: unsloth {meta.get('unsloth')} x unsloth_zoo {meta.get('zoo')} (`{meta.get('env')}`)",
-        f"- survivors run again with unsloth_zoo {meta['fixed_zoo']} (`{meta.get('fixed_env')}`)"
-        if meta.get("fixed_zoo") else "- no fixed-zoo pass",
-        f"- mutants: {result.generated} generated, {result.ran} run"
-        + (f" (sample of {meta['sample']})" if meta.get("sample") else "")
-        + f", {result.equivalent} equivalent",
-        f"- run time: {meta.get('seconds', 0):.0f} s",
-        "",
-        "## Killed by",
-        "",
-        "| test | mutants |",
-        "|---|---|",
-        *(f"| {k} | {v} |" for k, v in result.killed_by.items()),
-        "",
-        f"## Survivors ({len(result.survivors)})",
-        "",
-    ]
-    lines += ["| id | line | before | after |", "|---|---|---|---|", *(
-        f"| `{s['id']}` | {s['line']} | `{_cell(s['before'])}` | `{_cell(s['after'])}` |" for s in result.survivors)
-              ] if result.survivors else ["none"]
-    lines += ["", f"## Equivalent or unreachable ({len(result.equivalents)})", "", "| id | kind | after | why |",
-              "|---|---|---|---|", *(f"| `{e['id']}` | {e['kind']} | `{_cell(e['after'])}` | {e['why']} |"
-                                     for e in result.equivalents)]
-    if result.stale_equivalents:
-        lines += ["", "## Stale equivalence entries", "",
-                  *(f"- `{i}` (not generated any more, or killed)" for i in result.stale_equivalents)]
-    return "\n".join(lines) + "\n"
-
-
-def _cell(text: Any) -> str:
-    return str(text).replace("\n", " ").replace("|", "\\|").replace("`", "'")[:100]
+    """``mutation.md`` (``reports.render.mutation_markdown``)."""
+    return mutation_markdown.render({**result.__dict__, "passed": result.passed}, meta)
 
 
 # ---------------------------------------------------------------- env and runner
 
 
-def runner_module(check: str | None) -> str:
-    """The probe-side runner: ``mutate.py`` of the named check, or of the only check that has one."""
-    folders = sorted(p.parent.name for p in CHECKS.glob("*/mutate.py"))
+def target_of(check: str | None) -> tuple[str, MutationTarget]:
+    """The check (folder) whose mutation target runs: the named one, or the only one that declares one."""
+    declared = checks.with_capability("mutation")
+    valid = [checks.info(n).id for n in declared]
     if check is None:
-        if len(folders) != 1:
-            raise MutationError(f"--check is required: checks with a mutation runner: {folders or 'none'}")
-        check = folders[0]
-    if check not in folders:
-        raise MutationError(f"--check {check!r}: no {CHECKS.name}/{check}/mutate.py; valid: {folders}")
-    return f"probes.checks.{check}.mutate"
+        if len(declared) != 1:
+            raise MutationError(f"--check is required: checks with a mutation target: {valid or 'none'}")
+        name = declared[0]
+    else:
+        name = checks.folder_of(check) or check  # an id, or (as before) a folder name
+        if name not in declared:
+            why = checks.lacks(name, "mutation") if name in checks.REGISTRY else "no such check"
+            raise MutationError(f"--check {check!r}: {why}; valid: {valid}")
+    return name, checks.capability(name, "mutation")
 
 
 def build_env(env_dir: Path, unsloth: str, zoo: str, python: str = "3.11") -> Path:
@@ -304,23 +262,34 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env", type=Path, default=None,
                    help="use this existing env as is (installs nothing); default: build one under --out")
     p.add_argument("--sample", type=int, default=None, help="run a deterministic sample of N mutants (CI)")
-    p.add_argument("--guard-file", type=Path, default=DEFAULT_GUARD)
-    p.add_argument("--guard-module", default=DEFAULT_GUARD_MODULE)
-    p.add_argument("--check", default=None, help="check folder whose mutate.py runs (default: the only one)")
-    p.add_argument("--unsloth", default=DEFAULT_UNSLOTH)
-    p.add_argument("--zoo", default=DEFAULT_ZOO)
-    p.add_argument("--fixed-zoo", default=DEFAULT_FIXED_ZOO,
-                   help="zoo carrying the fix: survivors are run again there (what only test 13 can see)")
+    p.add_argument("--check", default=None,
+                   help="id of the check whose mutation target runs (default: the only check that declares one)")
+    p.add_argument("--guard-file", type=Path, default=None, help="default: the check's guard file")
+    p.add_argument("--guard-module", default=None, help="default: the check's guard module")
+    p.add_argument("--unsloth", default=None, help="default: the check's vulnerable pairing")
+    p.add_argument("--zoo", default=None, help="default: the check's vulnerable pairing")
+    p.add_argument("--fixed-zoo", default=None,
+                   help="zoo carrying the fix: survivors are run again there (default: the check's)")
     p.add_argument("--fixed-env", type=Path, default=None, help="use this existing env for the fixed-zoo pass")
     p.add_argument("--no-fixed", action="store_true", help="skip the fixed-zoo pass")
     p.add_argument("--rescore", action="store_true",
                    help="score the runner results already under --out again (after editing the equivalence list)")
     p.add_argument("--bar", type=float, default=DEFAULT_BAR)
-    p.add_argument("--equivalents", type=Path, default=EQUIVALENTS)
+    p.add_argument("--equivalents", type=Path, default=None, help="default: the check's equivalence list")
     return p
 
 
+def with_target(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with every option left unset taken from the check's mutation target."""
+    name, t = target_of(args.check)
+    defaults = {"guard_file": REPO_ROOT / t.guard_file, "guard_module": t.guard_module, "unsloth": t.unsloth,
+                "zoo": t.zoo, "fixed_zoo": t.fixed_zoo, "equivalents": REPO_ROOT / t.equivalents}
+    filled = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in defaults.items()}
+    return argparse.Namespace(**{**vars(args), **filled, "check": checks.info(name).id, "runner": t.runner})
+
+
 def run(args: argparse.Namespace) -> Score:
+    args = with_target(args)
     if not args.guard_file.is_file():
         raise MutationError(f"--guard-file {args.guard_file}: no such file")
     if args.sample is not None and args.sample < 1:
@@ -328,7 +297,7 @@ def run(args: argparse.Namespace) -> Score:
     if not 0.0 < args.bar <= 1.0:
         raise MutationError(f"--bar {args.bar}: must be in (0, 1]")
     equivalents = load_equivalents(args.equivalents)
-    module = runner_module(args.check)
+    module = args.runner
     out = _out(args)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -349,7 +318,7 @@ def run(args: argparse.Namespace) -> Score:
     meta = {"guard_file": str(args.guard_file), "guard_module": args.guard_module, "unsloth": args.unsloth,
             "zoo": args.zoo, "env": str(python.parent.parent), "sample": args.sample,
             "fixed_zoo": None if fixed_env is None else args.fixed_zoo, "fixed_env": fixed_env,
-            "seconds": round(time.perf_counter() - start, 1), "runner": module}
+            "seconds": round(time.perf_counter() - start, 1), "runner": module, "check": args.check}
     write(out, doc, result, meta)
     return result
 

@@ -202,8 +202,9 @@ def crash_record(exc: BaseException, steps: list[dict[str, Any]]) -> dict[str, A
 def run_outcome(steps: list[dict[str, Any]], count: str, where: str = "the loss") -> dict[str, Any]:
     """Outcome of one run from its steps: the worst symptom, where it starts, whether it lasts.
 
-    Each step has ``step``, ``labels_left``, ``logged_loss``, ``nonfinite_params`` and the ``count`` the
-    trainer handed ``where`` (recorded under ``num_items_in_batch``, whatever ``count`` calls it).
+    Each step has ``step``, ``labels_left``, ``logged_loss``, ``nonfinite_params`` and the count the
+    trainer handed ``where``, recorded under the key ``count`` (the caller's name for it, e.g. the trainer's
+    keyword; the symptom says it under that name).
     """
     bad_weights = [s["step"] for s in steps if s["nonfinite_params"]]
     bad_logged = [s["step"] for s in steps if nonfinite(s["logged_loss"])]
@@ -221,7 +222,7 @@ def run_outcome(steps: list[dict[str, Any]], count: str, where: str = "the loss"
     until_end = not recovered
     symptom += " to the end" if until_end else f", finite again at step {recovered[0]}"
     at = next(s for s in steps if s["step"] == first)
-    symptom += f" ({count}={at['num_items_in_batch']} reached {where}"
+    symptom += f" ({count}={at[count]} reached {where}"
     symptom += f", {at['labels_left']} labels left)" if at["labels_left"] else ", no label left)"
     return {"outcome": outcome, "first_nan_step": first, "nan_until_end": until_end, "symptom": symptom}
 
@@ -230,7 +231,7 @@ def _masked_note(steps: list[dict[str, Any]], count: str) -> str:
     masked = [s for s in steps if s["labels_left"] == 0]
     if not masked:
         return " (no fully masked step occurred)"
-    shown = ", ".join(f"step {s['step']} logged {s['logged_loss']} with {count}={s['num_items_in_batch']}"
+    shown = ", ".join(f"step {s['step']} logged {s['logged_loss']} with {count}={s[count]}"
                       for s in masked)
     return f"; fully masked: {shown}"
 

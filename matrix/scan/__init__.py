@@ -1,10 +1,13 @@
 """The wide scan: every zoo and unsloth release on the index, classified without installing anything.
 
-For each ``unsloth_zoo`` release the scan reads the kernel's modules
-straight out of the wheel (or the sdist when there is no wheel) and hands
-them to the check's static detector; for each ``unsloth`` release it reads
-the core metadata (the admitted zoo range and its floor) and looks for a
-guard. ``--confirm`` builds the boundary releases (and the ones the static
+The scan reads for one registered check that declares a scan target
+(``--check ID``; default, the first in registry order). For each
+``unsloth_zoo`` release it reads the target's kernel file (and, if the
+target follows imports, the modules it reaches) straight out of the wheel
+(or the sdist when there is no wheel) and hands them to the target's static
+detector; for each ``unsloth`` release it reads the core metadata (the
+admitted zoo range and its floor) and looks for the target's guard (``n/a``
+when it names none). ``--confirm`` builds the boundary releases (and the ones the static
 detector could not decide) and runs the runtime detector on them. Modules,
 one concern each:
 
@@ -12,7 +15,8 @@ one concern each:
 * ``policy``: release policy, the timeline with ``fixed_since``, floors, exposure, ``recommended_zoo``;
 * ``cache``: the persistent cache (pages, extracts, analyses) and atomic 0644 writes;
 * ``fetch``: reading members out of files (whole downloads, or range reads through ``zipfile``);
-* ``zoo`` / ``unsloth``: what each side reads and how it is analysed (AST heuristics for unsloth);
+* ``zoo`` / ``unsloth``: which check is scanned, what each side reads and how it is analysed (AST
+  heuristics for unsloth);
 * ``confirm``: runtime confirmation in throwaway envs;
 * ``compare``: the scan against cell results;
 * ``cli``: ``main(argv) -> int``; ``bench``: ``nox -s bench -- scan``.
@@ -29,13 +33,11 @@ from matrix.scan.fetch import FULL_DOWNLOAD_MAX, Fetcher, record_digest
 from matrix.scan.model import SCHEMA, Extract, FetchError, ScanError, Want
 from matrix.scan.policy import Recommendation, admitted_floor, exposure, recommended_zoo, timeline
 from matrix.scan.run import ScanOptions, analyzer_key, run
-from matrix.scan.unsloth import GUARD_MEMBER, INIT_MEMBER, guard_in_source, guard_state, zoo_requirements
-from matrix.scan.zoo import CE_MEMBER, classify_zoo
+from matrix.scan.unsloth import INIT_MEMBER, guard_in_source, guard_state, zoo_requirements
+from matrix.scan.zoo import Scanned, classify_zoo, scanned
 
 __all__ = [
-           "CE_MEMBER",
            "FULL_DOWNLOAD_MAX",
-           "GUARD_MEMBER",
            "INIT_MEMBER",
            "SCHEMA",
            "Extract",
@@ -45,6 +47,7 @@ __all__ = [
            "ScanError",
            "ScanIndex",
            "ScanOptions",
+           "Scanned",
            "Want",
            "admitted_floor",
            "analyzer_key",
@@ -58,6 +61,7 @@ __all__ = [
            "recommended_zoo",
            "record_digest",
            "run",
+           "scanned",
            "summary",
            "timeline",
            "write",

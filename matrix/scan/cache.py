@@ -2,8 +2,8 @@
 
 Under the cache directory (``matrix.settings.scan_cache_dir``):
 ``index/<url key>/<project>.json`` the last good project page (used when the
-index fails, or with ``--offline``); ``extract/<sha>.json`` the members read
-out of one file; ``analysis/<analyzer key>/<sha>.json`` the analysis of one
+index fails, or with ``--offline``); ``extract/<want>/<sha>.json`` the members
+read out of one file for one scanned check; ``analysis/<analyzer key>/<sha>.json`` the analysis of one
 file by the current detector code. Verdicts are recomputed from cached
 members whenever the detector changes, so a new detector never needs a new
 download. Every file is written atomically, mode 0644 like the reports.
@@ -95,8 +95,8 @@ class ScanIndex:
         return releases_from_page(data, self.client.page_url(project), project), origin
 
 
-def extract_path(cache: Path, sha256: str) -> Path:
-    return cache / "extract" / sha256[:2] / f"{sha256}.json"
+def extract_path(cache: Path, sha256: str, want: str = "") -> Path:
+    return cache / "extract" / (want or "any") / sha256[:2] / f"{sha256}.json"
 
 
 def analysis_path(cache: Path, analyzer: str, sha256: str) -> Path:

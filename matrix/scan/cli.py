@@ -18,9 +18,15 @@ from matrix.scan.cache import write_atomic
 from matrix.scan.model import ScanError
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
 from matrix.settings import CACHE_ENV, out_dir
+from probes import checks
 from reports.render.scan_markdown import render as render_markdown
 
 EXIT_OK, EXIT_INCONSISTENT = 0, 1
+
+
+def scan_ids() -> list[str]:
+    """The ids of the registered checks that declare a scan target, in registry order."""
+    return [checks.info(n).id for n in checks.with_capability("scan")]
 
 
 def summary(doc: dict[str, Any]) -> str:
@@ -31,7 +37,8 @@ def summary(doc: dict[str, Any]) -> str:
     exp: dict[str, int] = {}
     for u in doc["unsloth"]:
         exp[u["exposure"]] = exp.get(u["exposure"], 0) + 1
-    parts = [f"scan: {len(doc['zoo'])} zoo release(s): " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+    parts = [f"scan ({doc.get('check', '?')}): {len(doc['zoo'])} zoo release(s): "
+             + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
              f"  fixed since: {t['fixed_since'] or 'none'} ({t.get('fixed_since_confirmed_by') or '-'}); "
              f"first fixed: {t['first_fixed'] or 'none'}; "
              f"regressions: {', '.join(r['version'] for r in t['regressions']) or 'none'}"]
@@ -58,8 +65,10 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
 
 def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Statically classify every unsloth_zoo and unsloth "
-                                "release on the configured index, without installing anything (--confirm "
-                                "installs a few and runs the kernel).")
+                                "release on the configured index for one check, without installing anything "
+                                "(--confirm installs a few and runs the kernel).")
+    p.add_argument("--check", default="", metavar="ID", help="the check to scan for (default: the first "
+                   f"registered check that declares a scan target; these do: {', '.join(scan_ids())})")
     p.add_argument("--zoo", default="", metavar="SPEC", help="zoo releases to list (packaging specifier set; "
                    "default: every release)")
     p.add_argument("--unsloth", default="", metavar="SPEC", help="unsloth releases to list (default: every release)")
@@ -82,7 +91,7 @@ def options(ns: argparse.Namespace) -> ScanOptions:
         raise ScanError(f"--workers {ns.workers}: must be between 1 and {MAX_WORKERS}")
     return ScanOptions(zoo=ns.zoo, unsloth=ns.unsloth, include_yanked=ns.include_yanked, workers=ns.workers,
                        offline=ns.offline, skip_unsloth=ns.no_unsloth, confirm=ns.confirm,
-                       confirm_max=ns.confirm_max)
+                       confirm_max=ns.confirm_max, check=ns.check)
 
 
 def main(argv: list[str]) -> int:

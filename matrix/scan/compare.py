@@ -1,6 +1,6 @@
 """The scan's static verdicts against the cells' dynamic ones (``attach_scan`` in the pipeline).
 
-A cell's zoo state for the scanned check comes from its classification when
+A cell's zoo state for the scanned check (the scan document's ``check``) comes from its classification when
 the report has one (``verdicts[check id].zoo``), else it is computed from the
 cell's evidence with the check's own two-detector rule.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from matrix.scan.zoo import check_id
+from matrix.scan.zoo import scanned
 from probes.checks.vocabulary import zoo_state
 
 
@@ -32,7 +32,7 @@ def compare_with_cells(scan: dict[str, Any], cells: list[dict[str, Any]]) -> lis
     disagree), ``not-comparable`` (the cell could not decide: unknown), or ``different-build`` (the cell's
     digest is not the sha256 of any file of that release on the index).
     """
-    cid = check_id()
+    cid = str(scan.get("check") or scanned().id)  # a scan of the default check before "check" was written
     by_version = {z["version"]: z for z in scan.get("zoo", [])}
     out = []
     for cell in cells:

@@ -5,8 +5,9 @@ vulnerable and the first fixed release, for each change), plus the releases
 the static detector left ``unknown`` (newest first, at most ``max_unknown``).
 Each is installed into a fresh env with uv (``unsloth_zoo==V``, and unsloth
 with that zoo forced by an override, because zoo refuses to import when
-unsloth cannot be found; nothing imports unsloth), the check's runtime
-detector runs there in a process of its own (``probes`` on PYTHONPATH,
+unsloth cannot be found; nothing imports unsloth), the runtime detector its
+scan target names (``module:function``, called with ``"cpu"``) runs there in a
+process of its own (``probes`` on PYTHONPATH,
 ``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1``, offline, in a scratch
 directory), and the env is deleted.
 
@@ -30,15 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from matrix.scan.policy import boundaries, considered
-from matrix.scan.zoo import TARGET
 from matrix.settings import REPO_ROOT
 from matrix.tools import redact_text, run_tool, uv_bin
 
 PYTHON = "3.11"
 INSTALL_TIMEOUT_S = 1200
 RUN_TIMEOUT_S = 600
-RUNTIME_CODE = (f"import json,sys; from {TARGET.package} import runtime; "
-                "print(json.dumps(runtime.run('cpu')))")
+
+
+def runtime_code(runtime: str) -> str:
+    """The one-liner that runs a ``module:function`` runtime detector and prints its JSON."""
+    module, _, function = runtime.partition(":")
+    return f"import json; from {module} import {function}; print(json.dumps({function}('cpu')))"
+
 # The probes need no network: keep the libraries under test off it (hubs, telemetry).
 RUN_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1",
@@ -79,8 +84,9 @@ def _probes_path(where: Path) -> Path:
     return pp
 
 
-def run_runtime(version: str, workdir: Path, python: str = PYTHON) -> RuntimeVerdict:
-    """Install zoo ``version`` into a fresh env under ``workdir``, run the runtime detector, delete the env."""
+def run_runtime(version: str, workdir: Path, *, runtime: str, python: str = PYTHON) -> RuntimeVerdict:
+    """Install zoo ``version`` into a fresh env under ``workdir``, run the runtime detector ``runtime``
+    (``module:function``), delete the env."""
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"confirm-{version}-", dir=workdir))
     env_dir = root / "env"
@@ -103,7 +109,7 @@ def run_runtime(version: str, workdir: Path, python: str = PYTHON) -> RuntimeVer
         env.update(RUN_ENV, PYTHONPATH=str(_probes_path(root)))
         # Exactly this environment (run_tool would merge the caller's UNSLOTH_* variables back in).
         try:
-            proc = subprocess.run([str(py), "-c", RUNTIME_CODE], cwd=scratch, env=env, capture_output=True,
+            proc = subprocess.run([str(py), "-c", runtime_code(runtime)], cwd=scratch, env=env, capture_output=True,
                                   text=True, timeout=RUN_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             return RuntimeVerdict(version, "error", f"the runtime detector timed out after {RUN_TIMEOUT_S} s",

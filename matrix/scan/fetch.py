@@ -85,12 +85,12 @@ class Fetcher:
         with self._lock:
             self.stats[key] += n
 
-    def cached(self, f: DistFile) -> Extract | None:
-        data = read_json(extract_path(self.cache, f.sha256)) if f.sha256 else None
+    def cached(self, f: DistFile, want: Want) -> Extract | None:
+        data = read_json(extract_path(self.cache, f.sha256, want.key)) if f.sha256 else None
         return Extract.from_dict(data) if isinstance(data, dict) else None
 
     def get(self, f: DistFile, want: Want) -> Extract:
-        hit = self.cached(f)
+        hit = self.cached(f, want)
         if hit is not None:
             self.count("cache_hits")
             return hit
@@ -105,7 +105,7 @@ class Fetcher:
             raise FetchError(str(exc)) from exc
         self.count("fetched")
         if f.sha256:
-            write_atomic(extract_path(self.cache, f.sha256), json.dumps(ex.to_dict()))
+            write_atomic(extract_path(self.cache, f.sha256, want.key), json.dumps(ex.to_dict()))
         return ex
 
     def _range(self, f: DistFile, start: int, end: int) -> bytes:

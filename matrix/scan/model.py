@@ -44,6 +44,7 @@ class Want:
     metadata: bool = False  # also the core metadata (METADATA / PKG-INFO / PEP 658)
     # What to store, from the candidate names and a reader: lets a zip be read member by member.
     closure: Callable[[list[str], Callable[[str], str]], dict[str, str]] | None = None
+    key: str = ""  # who wants it (the scanned check): extracts of one file for two wants are cached apart
 
 
 @dataclass(frozen=True)

@@ -130,4 +130,5 @@ def exposure(floor: dict[str, Any] | None, guard: str, required: bool = True) ->
         return "safe"
     if floor["verdict"] != "vulnerable":
         return "unknown"
-    return {"present": "guarded", "absent": "exposed"}.get(guard, "unknown")
+    # n/a: the check names no guard, none exists for its kernel, so nothing can shield a vulnerable floor
+    return {"present": "guarded", "absent": "exposed", "n/a": "exposed"}.get(guard, "unknown")

@@ -1,4 +1,5 @@
-"""The scan as one run: list releases -> read and analyse each -> confirm (optional) -> timeline and floors.
+"""The scan as one run: pick the check -> list releases -> read and analyse each -> confirm (optional) -> timeline
+and floors.
 
 Zoo and unsloth releases are read in one thread pool sharing one keep-alive
 HTTP client; each analysis is cached by file sha256 and analyzer code
@@ -9,6 +10,7 @@ counted), then a closing line with the totals.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -28,6 +30,7 @@ from matrix.scan.cache import ScanIndex, analysis_path, read_json, write_atomic
 from matrix.scan.fetch import Fetcher
 from matrix.scan.model import AST_LOCK, SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
 from matrix.scan.policy import admitted_floor, exposure, parse_spec, select, timeline
+from matrix.scan.zoo import Scanned, scanned
 from matrix.settings import scan_cache_dir
 
 MAX_WORKERS = 8
@@ -45,12 +48,15 @@ class ScanOptions:
     skip_zoo: bool = False
     confirm: bool = False
     confirm_max: int = DEFAULT_CONFIRM_MAX
+    check: str = ""  # the id of the check to scan for; empty: the first registered check with a scan target
 
 
-def analyzer_key() -> str:
-    """Identifies the code that turns an extract into an analysis: cached analyses of other code are ignored."""
-    h = hashlib.sha256()
-    for mod_file in (*zoo_mod.detector_files(), unsloth_mod.__file__, __file__):
+def analyzer_key(s: Scanned | None = None) -> str:
+    """Identifies the code that turns an extract into an analysis (and the check it reads for): cached
+    analyses of other code are ignored."""
+    s = s or scanned()
+    h = hashlib.sha256(s.id.encode())
+    for mod_file in (*zoo_mod.detector_files(s), unsloth_mod.__file__, __file__):
         h.update(Path(mod_file).read_bytes())
     return h.hexdigest()[:16]
 
@@ -74,14 +80,18 @@ class _Kind:
     outcome: Callable[[dict[str, Any]], str]
 
 
-ZOO_KIND = _Kind("unsloth_zoo", zoo_mod.zoo_want(), zoo_mod.classify_zoo,
-                 lambda why: {"verdict": "unknown", "reason": why, "evidence_line": None},
-                 lambda row: row["verdict"])
-UNSLOTH_KIND = _Kind(
-    "unsloth", unsloth_mod.unsloth_want(), unsloth_mod.analyze_unsloth,
-    lambda why: {"zoo_requirement": {"known": False, "reason": why, "requirements": [], "plain": None, "extras": {}},
-                 "guard": {"state": "unknown", "kind": None, "evidence": [why]}},
-    lambda row: f"guard {row['guard']['state']}, zoo {row['zoo_requirement'].get('plain') or '-'}")
+def kinds(s: Scanned) -> tuple[_Kind, _Kind]:
+    """How zoo and unsloth releases are read and analysed for the scanned check."""
+    zoo = _Kind("unsloth_zoo", zoo_mod.zoo_want(s), functools.partial(zoo_mod.classify_zoo, s=s),
+                lambda why: {"verdict": "unknown", "reason": why, "evidence_line": None},
+                lambda row: row["verdict"])
+    uns = _Kind(
+        "unsloth", unsloth_mod.unsloth_want(s), functools.partial(unsloth_mod.analyze_unsloth, s=s),
+        lambda why: {"zoo_requirement": {"known": False, "reason": why, "requirements": [], "plain": None,
+                                         "extras": {}},
+                     "guard": {"state": "unknown", "kind": None, "evidence": [why]}},
+        lambda row: f"guard {row['guard']['state']}, zoo {row['zoo_requirement'].get('plain') or '-'}")
+    return zoo, uns
 
 
 class _Progress:
@@ -100,9 +110,8 @@ class _Progress:
 
 
 def _read_all(jobs: list[tuple[_Kind, Release]], fetcher: Fetcher, workers: int,
-              progress: _Progress) -> list[dict[str, Any]]:
-    """Release rows with the analysis of their file, in ``jobs`` order."""
-    key = analyzer_key()
+              progress: _Progress, key: str) -> list[dict[str, Any]]:
+    """Release rows with the analysis of their file, in ``jobs`` order (``key``: see ``analyzer_key``)."""
 
     def one(job: tuple[_Kind, Release]) -> dict[str, Any]:
         kind, r = job
@@ -158,6 +167,10 @@ def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = 
     uns_spec = parse_spec(opts.unsloth, "--unsloth")
     if opts.confirm_max < 0:
         raise ScanError(f"--confirm-max {opts.confirm_max}: must be 0 or more")
+    s = scanned(opts.check)
+    if opts.confirm and s.target.runtime is None and runner is None:
+        raise ScanError(f"--confirm: n/a for check {s.id}: its scan target names no runtime detector")
+    zoo_kind, uns_kind = kinds(s)
     cache = cache or scan_cache_dir()
     index = index or ScanIndex(IndexClient(), cache=cache, offline=opts.offline)
     fetcher = fetcher or Fetcher(cache, index.client.http)
@@ -178,9 +191,9 @@ def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = 
         uns_sel = select(uns_releases, uns_spec)
     # The unsloth floors need every zoo verdict, so all zoo releases are read; --zoo selects the table.
     zoo_need = zoo_releases if not opts.skip_unsloth else zoo_sel
-    jobs = [(ZOO_KIND, r) for r in zoo_need] + [(UNSLOTH_KIND, r) for r in uns_sel]
+    jobs = [(zoo_kind, r) for r in zoo_need] + [(uns_kind, r) for r in uns_sel]
     progress = _Progress(len(jobs), log)
-    rows = _read_all(jobs, fetcher, opts.workers, progress)
+    rows = _read_all(jobs, fetcher, opts.workers, progress, analyzer_key(s))
     log(f"[{len(jobs)}/{len(jobs)}] read {len(jobs)} release(s): {len(jobs) - progress.cached} read now, "
         f"{progress.cached} from the cache, in {time.monotonic() - started:.1f} s")
     zoo_all = [{**z, "confirmed_by": "static-only"} for z in rows[:len(zoo_need)]]
@@ -188,7 +201,8 @@ def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = 
     if opts.confirm:
         selected = confirm_mod.confirm([z for z in zoo_all if z["version"] in keep], include_yanked=opts.include_yanked,
                                        max_unknown=opts.confirm_max, workdir=cache / "confirm", log=log,
-                                       runner=runner or confirm_mod.run_runtime)
+                                       runner=runner or functools.partial(confirm_mod.run_runtime,
+                                                                          runtime=s.target.runtime))
         merged = {z["version"]: z for z in selected}
         zoo_all = [merged.get(z["version"], z) for z in zoo_all]
     zoo = [z for z in zoo_all if z["version"] in keep]
@@ -197,8 +211,9 @@ def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = 
     return {
         "schema": SCHEMA,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "check": zoo_mod.check_id(),
+        "check": s.id,
         "index": {"url": redact(index.url), "origin": origins},
+        "target": {"file": s.target.file, "function": s.target.function},
         "options": {"zoo": opts.zoo, "unsloth": opts.unsloth, "include_yanked": opts.include_yanked,
                     "confirm": opts.confirm, "confirm_max": opts.confirm_max},
         "zoo": zoo,

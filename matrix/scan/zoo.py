@@ -1,58 +1,53 @@
 """The zoo side of the scan: which check it reads for, which members of a zoo file, and the static verdict.
 
-The scan covers the registered check whose folder offers a cross-module
-static reading of a wheel (``static.analyze_files({relpath: text})``, which
-follows re-exports and helpers across modules) and a raw-kernel runtime
-detector (``runtime.run``); it names no check itself. It hands the detector
-the kernel's package and every zoo module reachable from it by imports.
+The scan reads for one registered check that declares a scan target
+(``scan.py`` in its folder, see ``probes/checks``): the one named with
+``--check``, else the first in registry order. It names no check itself.
+The target's static detector gets the kernel's file alone, or (with
+``follow_imports``) the kernel's package and every zoo module reachable from
+it by imports.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
+import difflib
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from matrix.scan.model import AST_LOCK, Extract, Want
+from matrix.scan.model import AST_LOCK, Extract, ScanError, Want
 from probes import checks
+from probes.checks import ScanTarget
 
 
 @dataclass(frozen=True)
-class ScanTarget:
-    """The check the scan reads for, and what its static detector says it reads."""
+class Scanned:
+    """The check the scan reads for: its folder, its id and its scan target."""
 
     name: str  # folder under probes/checks/
-    id: str  # as cells and reports spell it
-    static: ModuleType
-    ce_path: str  # the kernel's module inside a wheel, e.g. "unsloth_zoo/<package>/<module>.py"
-    class_name: str  # the kernel class a guard would patch
-
-    @property
-    def package(self) -> str:
-        return checks.package(self.name)
+    id: str  # as cells, reports and --check spell it
+    target: ScanTarget
 
 
-def _find_target() -> ScanTarget:
-    for name in checks.REGISTRY:
-        pkg = checks.package(name)
-        try:
-            static = importlib.import_module(f"{pkg}.static")
-        except ImportError:
-            continue
-        # find_spec, not import: the runtime detector imports torch, which the harness never does.
-        if hasattr(static, "analyze_files") and importlib.util.find_spec(f"{pkg}.runtime") is not None:
-            return ScanTarget(name, checks.info(name).id, static, static.CE_PATH, static.CLASS_NAME)
-    raise RuntimeError("no registered check offers static.analyze_files and runtime.run: the scan has no target")
-
-
-TARGET = _find_target()
-CE_MEMBER = TARGET.ce_path
-KERNEL_DIR = CE_MEMBER.rsplit("/", 1)[0] + "/"
+def scanned(check: str = "") -> Scanned:
+    """The check with id ``check``, or (empty) the first registered check that declares a scan target."""
+    declared = checks.with_capability("scan")
+    valid = [checks.info(n).id for n in declared]
+    if not check:
+        if not declared:
+            raise ScanError("no registered check declares a scan target (scan.py in its folder): nothing to scan")
+        name = declared[0]
+    else:
+        name = checks.folder_of(check) or ""
+        if name not in declared:
+            close = difflib.get_close_matches(check, valid, n=1)
+            why = checks.lacks(name, "scan") if name else "no registered check has this id"
+            raise ScanError(f"--check {check!r}: {why}; valid: {', '.join(valid) or 'none'}"
+                            + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return Scanned(name, checks.info(name).id, checks.capability(name, "scan"))
 
 
 def _module_of(path: str) -> tuple[str, bool]:
@@ -88,14 +83,14 @@ def _imports(path: str, text: str) -> set[str]:
     return {m for m in out if m == "unsloth_zoo" or m.startswith("unsloth_zoo.")}
 
 
-def zoo_closure(names: Iterable[str], read: Callable[[str], str]) -> dict[str, str]:
+def zoo_closure(names: Iterable[str], read: Callable[[str], str], kernel_dir: str) -> dict[str, str]:
     """The kernel's package and the zoo modules it reaches by imports (through modules, not through other
     packages' ``__init__``), with their packages' ``__init__`` files: what a detector that follows re-exports
     and helpers across modules may read, without storing most of zoo per release. ``read(name)`` is called
     only for the members kept, so a zip is decompressed member by member as the imports are followed."""
     names = list(names)
     by_module = {_module_of(n)[0]: n for n in names}
-    todo = [n for n in names if n.startswith(KERNEL_DIR)]
+    todo = [n for n in names if n.startswith(kernel_dir)]
     kept: dict[str, str] = {}
     parents: set[str] = set()
     while todo:
@@ -107,7 +102,7 @@ def zoo_closure(names: Iterable[str], read: Callable[[str], str]) -> dict[str, s
         # A package's __init__ runs before its modules: kept, but its own imports are not followed (the root
         # package imports most of zoo, none of which a re-export or helper of the kernel needs).
         parents.update(by_module[p] for p in (".".join(module[:i]) for i in range(1, len(module))) if p in by_module)
-        if path.endswith("/__init__.py") and not path.startswith(KERNEL_DIR):
+        if path.endswith("/__init__.py") and not path.startswith(kernel_dir):
             continue  # a package outside the kernel's: its re-exports fan out to most of zoo; not followed
         todo += [by_module[d] for d in _imports(path, kept[path]) if d in by_module]
     for path in parents - set(kept):
@@ -115,24 +110,27 @@ def zoo_closure(names: Iterable[str], read: Callable[[str], str]) -> dict[str, s
     return {n: kept[n] for n in sorted(kept)}
 
 
-def zoo_want() -> Want:
-    return Want(name=lambda n: n.startswith("unsloth_zoo/") and n.endswith(".py"), closure=zoo_closure)
+def zoo_want(s: Scanned) -> Want:
+    """The members of a zoo file the target's detector reads (see the module docstring)."""
+    t = s.target
+    if not t.follow_imports:
+        return Want(name=lambda n: n == t.file, key=s.id)
+    return Want(name=lambda n: n.startswith(f"{t.package}/") and n.endswith(".py"),
+                closure=lambda names, read: zoo_closure(names, read, t.folder), key=s.id)
 
 
-def classify_zoo(ex: Extract) -> dict[str, Any]:
+def classify_zoo(ex: Extract, s: Scanned) -> dict[str, Any]:
     """Verdict of one zoo file's extract: ``verdict``, ``reason``, ``evidence_line``."""
-    if CE_MEMBER not in ex.members:
-        return {"verdict": "absent", "reason": f"no {CE_MEMBER} in {ex.filename}", "evidence_line": None}
-    v = TARGET.static.analyze_files({n: t for n, t in ex.members.items() if n.startswith("unsloth_zoo/")})
-    return {"verdict": v.verdict, "reason": v.reason, "evidence_line": getattr(v, "evidence_line", None)}
+    t = s.target
+    if t.file not in ex.members:
+        return {"verdict": "absent", "reason": f"no {t.file} in {ex.filename}", "evidence_line": None}
+    v = t.detect({n: text for n, text in ex.members.items() if n.startswith(f"{t.package}/")})
+    return {"verdict": v["verdict"], "reason": v["reason"], "evidence_line": v.get("evidence_line")}
 
 
-def detector_files() -> list[str]:
-    """Source files whose change invalidates cached zoo analyses (the check's static detector and this module)."""
-    folder = Path(TARGET.static.__file__).parent
-    return [*sorted(str(p) for p in folder.glob("*.py")), __file__]
-
-
-def check_id() -> str:
-    """The scanned check's id as cells and reports spell it."""
-    return TARGET.id
+def detector_files(s: Scanned) -> list[str]:
+    """Source files whose change invalidates cached zoo analyses: the target's static detector (its package's
+    modules, or its module's folder), the module that declares the target, and this module."""
+    folder = Path(s.target.detector.__file__ or "").parent
+    declared = sys.modules[s.target.detect.__module__].__file__ or ""
+    return [*sorted(str(p) for p in folder.glob("*.py")), declared, __file__]

@@ -41,6 +41,40 @@ under test, lazily)
     section of the cell JSON (``cell["checks"][id]``: ``static`` and
     ``steps``) to the states of :mod:`probes.checks.vocabulary`.
 
+Optional capabilities. A check folder may also provide any of these; generic
+code iterates the registry for them (:func:`with_capability`) and names no
+check. A check that lacks one is shown ``n/a`` with :func:`lacks`'s reason,
+never left out in silence. Their value types live in
+:mod:`probes.checks.capabilities`.
+
+a training route
+    a ``Step(..., training=True)`` among its phases: a real training run on the
+    route users take into the kernel, skipped with the reason when the matrix
+    turns training off. Its per-step records use the keys of
+    ``probes/training.py`` plus the count the trainer handed the kernel, under
+    the key its ``render.py`` names (``TRAIN_COUNT``).
+``scan.py`` (the harness imports it: no torch)
+    ``TARGET``: a :class:`ScanTarget` -- which file and function of which
+    package the wide scan reads in every zoo release, the static detector that
+    judges it, the runtime detector ``--confirm`` runs, and how an unsloth
+    release that replaces the kernel is recognised (its guard).
+``mutation.py`` (the harness imports it)
+    ``TARGET``: a :class:`MutationTarget` -- the guard file and the module name
+    it is loaded under (the check's default guard module, written once in the
+    check folder), the probe-side runner (``mutate.py``), the equivalence list
+    inside the folder, and the pairings it runs on.
+``render.py`` (stdlib only: ``reports/`` imports it)
+    the renderers of the check's own step payloads (:class:`StepRenderer`):
+    ``details(section)`` gives the items and tables every format shows in a
+    cell's drill-down, ``TRAIN_COUNT`` the training table's count column.
+``gpu.py`` (the harness imports it)
+    ``MEASURE``: a :class:`GpuMeasure` -- the GPU device check's cases and
+    wheels, the module that measures in a case's interpreter, and its table.
+
+A check has two names: its folder (``REGISTRY``, Python's spelling) and its
+id (``INFO.id``, in JSON, matrix files and on the command line).
+:func:`folder_of` is the one translation from id to folder.
+
 The generic machinery (fork/spawn the processes, time and judge each
 step, write the probe JSON) lives in ``probes/__main__.py`` and
 ``probes/phases.py`` and knows no check by name.
@@ -49,9 +83,26 @@ step, write the probe JSON) lives in ``probes/__main__.py`` and
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+from probes.checks.capabilities import (
+    DetailTable,
+    GpuCase,
+    GpuMeasure,
+    GuardScan,
+    MutationTarget,
+    ScanTarget,
+    StepDetails,
+    StepRenderer,
+)
+
+__all__ = ["CAPABILITIES", "REGISTRY", "CheckInfo", "DetailTable", "GpuCase", "GpuMeasure", "GuardScan",
+           "MutationTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer", "capability",
+           "folder_of", "ids", "info", "infos", "lacks", "package", "phases_module", "verdict_module",
+           "with_capability"]
 
 # The registry: one line per check, in report order.
 REGISTRY: tuple[str, ...] = (
@@ -118,3 +169,42 @@ def verdict_module(name: str) -> ModuleType:
 
 def phases_module(name: str) -> ModuleType:
     return importlib.import_module(f"{package(name)}.phases")
+
+
+# Optional capability -> (the module that declares it in a check folder, the value's name there, in words).
+CAPABILITIES: dict[str, tuple[str, str, str]] = {
+    "scan": ("scan", "TARGET", "scan target"),
+    "mutation": ("mutation", "TARGET", "mutation target"),
+    "render": ("render", "", "step renderer"),
+    "gpu": ("gpu", "MEASURE", "GPU measurement"),
+}
+
+
+def folder_of(check_id: str) -> str | None:
+    """The registered folder of a check id, or None for an id no registered check has."""
+    return next((n for n in REGISTRY if info(n).id == check_id), None)
+
+
+def capability(name: str, kind: str) -> Any:
+    """The check's declared value of capability ``kind`` (``CAPABILITIES``), or None when it declares none.
+
+    For ``render`` the value is the module itself (a :class:`StepRenderer`). Looked up with
+    ``find_spec`` first, so a missing module is "none", while an error inside a present one still raises.
+    """
+    module, attr, _ = CAPABILITIES[kind]
+    full = f"{package(name)}.{module}"
+    if importlib.util.find_spec(full) is None:
+        return None
+    mod = importlib.import_module(full)
+    return getattr(mod, attr) if attr else mod
+
+
+def with_capability(kind: str) -> list[str]:
+    """The registered folders that declare capability ``kind``, in registry order."""
+    return [n for n in REGISTRY if capability(n, kind) is not None]
+
+
+def lacks(name: str, kind: str) -> str:
+    """The ``n/a`` reason a report or command shows for a check without capability ``kind``."""
+    module, _, words = CAPABILITIES[kind]
+    return f"n/a: check {info(name).id} declares no {words} (no {module}.py in probes/checks/{name}/)"

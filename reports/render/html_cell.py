@@ -2,17 +2,21 @@
 
 Per check: its verdict with the reason of each detector, the training
 outcome and the user-visible symptom, the plain words of ``reports.advice``
-when it fails the gate, the guard probe's routes, one row per step, the
-behaviour tests and extras, the training run's per-step table and the log
-tails. Every string is escaped (``esc``).
+when it fails the gate, what the check's own renderer makes of its steps
+(``reports.render.details``), one row per step, the behaviour tests and
+extras, the training run's per-step table and the log tails. Every string is
+escaped (``esc``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from probes.checks import DetailTable
 from reports.render.base import fmt_seconds, short_digest
+from reports.render.details import check_details, train_table
 from reports.render.html_base import (
     KEY_DISTRIBUTIONS,
     OUTCOME_CLASSES,
@@ -26,7 +30,6 @@ from reports.render.html_base import (
     yes_no,
 )
 from reports.render.view import (
-    TRAIN_HEADERS,
     cell_failed,
     evidence_of,
     report_checks,
@@ -40,7 +43,6 @@ from reports.render.view import (
     step_of,
     steps_of,
     tests_evidence,
-    train_runs,
     training_label,
     training_of,
     verdict_of,
@@ -88,24 +90,9 @@ def _check(report: dict[str, Any], e: dict[str, Any], check: dict[str, Any]) -> 
     note = residual_note(e, cid)
     if note:
         items.append(("gate", f"{esc(note)}: {esc(residual_names(e, cid))}"))
-    guard_step = step_of(e, cid, "guard")
-    routes_html = ""
-    if guard_step and result_of(guard_step):
-        g = result_of(guard_step)
-        original = (g.get("forward") or {}).get("original") if isinstance(g.get("forward"), dict) else None
-        replaced = "unknown" if original is None else ("no (zoo's own)" if original else "yes")
-        items.append(("guard probe", f"forward replaced after <code>import unsloth</code>: {esc(replaced)}; "
-                                     f"all-masked call finite: {esc(yes_no(g.get('all_masked_finite')))}"))
-        rows = []
-        for route, raw in (g.get("routes") or {}).items() if isinstance(g.get("routes"), dict) else []:
-            r = raw if isinstance(raw, dict) else {}
-            loss_ok = r.get("loss_finite")
-            rows.append(f"<tr><td>{esc(route)}</td><td class=\"{'' if loss_ok is not False else 'bad'}\">"
-                        f"{esc(r.get('loss'))}</td><td>{esc(yes_no(r.get('grads_finite')))}</td>"
-                        f"<td class=\"mono\">{esc(r.get('grad_fn'))}</td></tr>")
-        if rows:
-            routes_html = ("<h4>All-masked call after import, by route</h4>"
-                           + table(["route", "loss", "gradients finite", "autograd node"], rows))
+    details = check_details(e, cid)
+    items += [(label, with_code(text)) for label, text in details.items]
+    details_html = "".join(_detail_table(t) for t in details.tables)
     kv = "".join(f"<dt>{esc(k)}</dt><dd>{val}</dd>" for k, val in items)
     plain = ""
     if v.get("gate_fail"):
@@ -115,8 +102,24 @@ def _check(report: dict[str, Any], e: dict[str, Any], check: dict[str, Any]) -> 
             f'<h3><code>{esc(cid)}</code>: zoo {esc(state_of(v, "zoo"))} · guard '
             f'<span class="chip {guard_class(guard)}">{esc(guard)}</span>'
             + (' · <b class="bad">fails the gate</b>' if v.get("gate_fail") else "")
-            + f'</h3><dl class="kv">{kv}</dl>{plain}{routes_html}{_steps(e, cid)}'
+            + f'</h3><dl class="kv">{kv}</dl>{plain}{details_html}{_steps(e, cid)}'
             f"{_behaviour(e, cid, v)}{_training(e, cid)}{_logs(e, cid)}</section>")
+
+def with_code(text: str) -> str:
+    """Escaped text with its backtick spans as ``<code>``."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
+
+
+def _detail_table(t: DetailTable) -> str:
+    rows = []
+    for i, row in enumerate(t.rows):
+        cells = []
+        for j, value in enumerate(row):
+            cls = "bad" if (i, j) in t.bad else ("mono" if j in t.code else "")
+            cells.append(f'<td class="{cls}">{esc(value)}</td>' if cls else f"<td>{esc(value)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<h4>{esc(t.title)}</h4>" + table(list(t.headers), rows)
+
 
 def _steps(e: dict[str, Any], cid: str) -> str:
     rows = []
@@ -164,15 +167,17 @@ def _behaviour(e: dict[str, Any], cid: str, v: dict[str, Any]) -> str:
     return "".join(out)
 
 def _training(e: dict[str, Any], cid: str) -> str:
-    runs = train_runs(e, cid)
-    if not runs:
+    t = train_table(e, cid)
+    if not t.runs:
         return ""
     out = ["<h4>Training run, per step</h4>"]
+    if t.na:
+        return "".join(out) + f"<p>{esc(t.na)}</p>"
     r = result_of(step_of(e, cid, "train"))
     if r.get("trainer") or r.get("route"):
         out.append(f'<p>trainer <code>{esc(r.get("trainer") or "-")}</code> · route {esc(r.get("route") or "-")}'
                    "</p>")
-    for run, rows in runs:
+    for run, rows in t.runs:
         body = []
         for row in rows:
             bad = any("nan" in x or "inf" in x for x in row[3:6]) or row[6] not in ("0", "-")
@@ -180,7 +185,7 @@ def _training(e: dict[str, Any], cid: str) -> str:
                         + "".join(f'<td class="num">{esc(x)}</td>' for x in row[:-1])
                         + f'<td class="mono">{esc(row[-1])}</td></tr>')
         out.append(f'<div class="run" data-run="{esc(run.get("name"))}"><p>{esc(run_title(run))}</p>'
-                   + table(TRAIN_HEADERS, body) + "</div>")
+                   + table(t.headers, body) + "</div>")
     return "".join(out)
 
 def _builds(e: dict[str, Any]) -> str:

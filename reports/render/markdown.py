@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from reports.advice import advice, fixed_since
 from reports.render.base import Renderer, fmt_seconds, short_digest
+from reports.render.details import check_details, train_table
 from reports.render.view import (
-    TRAIN_HEADERS,
     admissible_text,
     build_descriptions,
     grid_index,
@@ -29,7 +29,6 @@ from reports.render.view import (
     state_counts,
     state_of,
     status_word,
-    train_runs,
     training_label,
     training_of,
     verdict_line,
@@ -214,12 +213,20 @@ class MarkdownRenderer(Renderer):
         note = residual_note(e, cid)
         if note:
             out.append(f"- {note}: {residual_names(e, cid)}")
-        runs = train_runs(e, cid)
-        if runs:
+        details = check_details(e, cid)
+        out += [f"- {label}: {_esc(text)}" for label, text in details.items]
+        for table in details.tables:
+            out += ["", f"{_esc(table.title)}:", "", "| " + " | ".join(table.headers) + " |",
+                    "|" + "---|" * len(table.headers)]
+            out += ["| " + " | ".join(f"`{_esc(x)}`" if j in table.code else _esc(x) for j, x in enumerate(row))
+                    + " |" for row in table.rows]
+        t = train_table(e, cid)
+        if t.na:
+            out.append(f"- training run, per step: {_esc(t.na)}")
+        elif t.runs:
             out += ["", "<details><summary>training run, per step</summary>", ""]
-            for run, rows in runs:
-                out += [_esc(run_title(run)), "", "| " + " | ".join(TRAIN_HEADERS) + " |",
-                        "|" + "---|" * len(TRAIN_HEADERS)]
+            for run, rows in t.runs:
+                out += [_esc(run_title(run)), "", "| " + " | ".join(t.headers) + " |", "|" + "---|" * len(t.headers)]
                 out += ["| " + " | ".join(_esc(x) for x in row) + " |" for row in rows]
                 out.append("")
             out.append("</details>")

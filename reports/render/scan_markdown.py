@@ -66,6 +66,10 @@ def render(doc: dict[str, Any]) -> str:
     origin = ", ".join(f"{k}: {v}" for k, v in doc["index"]["origin"].items())
     lines = [f"# Static scan: unsloth_zoo ({doc.get('check', '?')}) x unsloth", "",
              f"Index: `{doc['index']['url']}` ({origin}). Generated {doc['generated']}.", ""]
+    target = doc.get("target") or {}
+    if target.get("file"):
+        lines += [f"Kernel read in each zoo release: `{target['file']}` (`{target.get('function') or '-'}`); "
+                        "absent where a release does not carry it.", ""]
     bad = [z for z in doc["zoo"] if z["verdict"] == "inconsistent"]
     if bad:
         lines += [f"> **INCONSISTENT: the static and runtime detectors disagree on {len(bad)} release(s): "

@@ -342,40 +342,6 @@ def admissible_text(entry: dict[str, Any]) -> str:
     return f"{value} [{adm.get('method') or '-'}]"
 
 
-def number(x: Any) -> str:
-    """A number of a training table: 4 significant digits; ``-`` for none; anything else as its text."""
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return str(x).lower()
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    if isinstance(x, list):  # one value per micro-batch of a step
-        return ", ".join(number(v) for v in x) or "-"
-    return str(x)
-
-
-def kernels_text(kernels: Any) -> str:
-    k = _dict(kernels)
-    return ", ".join(f"{name}×{count}" for name, count in k.items()) if k else "-"
-
-
-TRAIN_HEADERS = ["step", "labels left", "num_items_in_batch", "raw loss", "logged loss", "grad norm",
-                 "non-finite params", "kernels"]
-
-
-def train_runs(entry: dict[str, Any], check_id: str) -> list[tuple[dict[str, Any], list[list[str]]]]:
-    """Each training run of the check's ``train`` step with its per-step table rows (as text)."""
-    out = []
-    for run in (r for r in _list(result_of(step_of(entry, check_id, "train")).get("runs")) if isinstance(r, dict)):
-        rows = [[number(s.get("step")), number(s.get("labels_left")), number(s.get("num_items_in_batch")),
-                 number(s.get("raw_loss")), number(s.get("logged_loss")), number(s.get("grad_norm")),
-                 number(s.get("nonfinite_params")), kernels_text(s.get("kernels"))]
-                for s in _list(run.get("steps")) if isinstance(s, dict)]
-        out.append((run, rows))
-    return out
-
-
 def run_title(run: dict[str, Any]) -> str:
     first = run.get("first_nan_step")
     outcome = f"{run.get('outcome') or 'n/a'}" + (f" from step {first}" if first is not None else "")

@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from matrix import mutation
+from matrix.spec import REPO_ROOT
 from probes.checks.fused_ce_masked_nan import mutation_ops as mutate
+from probes.checks.fused_ce_masked_nan.mutation import TARGET
+
+GUARD = REPO_ROOT / TARGET.guard_file
+EQUIVALENTS = REPO_ROOT / TARGET.equivalents
 
 SOURCE = '''"""A tiny guard-like module."""
 
@@ -85,7 +90,7 @@ def test_sample_is_deterministic_and_sized() -> None:
 
 
 def test_the_real_guard_generates_mutants() -> None:
-    mutants = mutate.generate(mutation.DEFAULT_GUARD.read_text(encoding="utf-8"))
+    mutants = mutate.generate(GUARD.read_text(encoding="utf-8"))
     assert len(mutants) > 100
     assert not any(m.scope == "install_at_import" for m in mutants)
 
@@ -149,8 +154,8 @@ def test_equivalents_file_problems_are_all_reported(tmp_path: Path) -> None:
 
 
 def test_shipped_equivalents_file_loads_and_names_real_mutants() -> None:
-    eq = mutation.load_equivalents(mutation.EQUIVALENTS)
-    ids = {m.id for m in mutate.generate(mutation.DEFAULT_GUARD.read_text(encoding="utf-8"))}
+    eq = mutation.load_equivalents(EQUIVALENTS)
+    ids = {m.id for m in mutate.generate(GUARD.read_text(encoding="utf-8"))}
     assert set(eq) <= ids, sorted(set(eq) - ids)
 
 

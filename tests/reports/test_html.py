@@ -308,3 +308,24 @@ def test_long_log_tail_is_cut_with_a_note() -> None:
     text = parse(HtmlRenderer().render(make_report([cell]))).all_text()
     assert "END" in text and "earlier characters in report.json" in text
     assert re.search("x{12001}", text) is None
+
+
+def test_a_check_without_a_step_renderer_says_n_a_in_place_of_its_details(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reports.render import details
+
+    monkeypatch.setattr(details, "renderer_of", lambda cid: None)
+    loss = section(parse(HtmlRenderer().render(four_cell_report())).find("details", id="cell-u1__z1"), LOSS["id"])
+    text = loss.all_text()
+    assert f"step detailsn/a: check {LOSS['id']} is not registered here" in text
+    assert "guard probe" not in text and not [n for n in loss.find_all("div") if n.attrs.get("data-run")]
+    assert f"Training run, per stepn/a: check {LOSS['id']} is not registered here" in text
+
+
+def test_the_guard_probe_routes_come_from_the_checks_renderer(dom: Node) -> None:
+    loss = section(dom.find("details", id="cell-u1__z1"), LOSS["id"])
+    (routes,) = [t for t in loss.find_all("table") if [th.all_text() for th in t.find_all("th")][:2] == [
+        "route", "loss"]]
+    (row,) = routes.find("tbody").find_all("tr")
+    cells = row.find_all("td")
+    assert [td.all_text() for td in cells][:2] == ["public", "nan"] and "bad" in cells[1].classes()
+    assert "mono" in cells[3].classes()

@@ -213,7 +213,7 @@ def test_json_round_trips_and_validates(tmp_path: Path) -> None:
 
 
 def test_training_numbers_one_per_micro_batch() -> None:
-    from reports.render.view import number
+    from reports.render.details import number
 
     assert number([4.2105922, "nan"]) == "4.211, nan" and number(None) == "-" and number(0.0) == "0"
     assert number(True) == "true" and number("tensor(0)") == "tensor(0)" and number([]) == "-"
@@ -231,3 +231,22 @@ def test_renderers_name_no_registered_check() -> None:
     for name, info in zip(checks.REGISTRY, checks.infos(), strict=True):
         for word in (info.id, name, info.kernel, info.kernel.rsplit(".", 1)[-1]):
             assert not [p.name for p, text in sources.items() if word in text], word
+
+
+def test_markdown_cell_details_carry_the_checks_own_step_details(report: dict) -> None:
+    lines = RENDERERS["markdown"].render(report).splitlines()
+    assert "- guard probe: forward replaced after `import unsloth`: no (zoo's own); all-masked call finite: no" \
+        in lines
+    start = lines.index("All-masked call after import, by route:")
+    assert lines[start + 2:start + 5] == ["| route | loss | gradients finite | autograd node |", "|---|---|---|---|",
+                                          "| public | nan | unknown | `None` |"]
+
+
+def test_step_renderers_are_found_through_the_registry_by_check_id() -> None:
+    from probes import checks
+    from reports.render import details
+
+    for name in checks.REGISTRY:
+        r = details.renderer_of(checks.info(name).id)
+        assert r is not None and r.TRAIN_COUNT and callable(r.details), name
+    assert details.renderer_of("no-such-check") is None

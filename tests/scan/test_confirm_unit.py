@@ -63,7 +63,7 @@ def host() -> FakeHost:
 
 
 def runner_saying(verdicts: dict[str, str], seen: list[str]) -> Any:
-    def run(version: str, workdir: Path) -> RuntimeVerdict:
+    def run(version: str, workdir: Path, **_: Any) -> RuntimeVerdict:
         seen.append(version)
         return RuntimeVerdict(version, verdicts[version], f"runtime {verdicts[version]} (test)", 2.0, "2.12.1")
     return run

@@ -44,12 +44,15 @@ HELPER_MODULE = "def nonzero(x):\n    return x.clamp_min(1)\n"
 FIXED_ELSEWHERE = "from unsloth_zoo.fused_losses.guards import nonzero\n" + VULNERABLE.replace(
     "        return total / divisor", "        return total / nonzero(divisor)")
 GUARD_SRC = (ROOT / "matrix/backports/unsloth-guard/files/fused_ce_guard.py").read_text(encoding="utf-8")
+FUSED = scan.scanned("fused-ce-masked-nan")  # the scan's default check: the first registered with a scan target
+CE_MEMBER = FUSED.target.file
+GUARD_MEMBER = FUSED.target.guard.member
 
 
 def zoo_wheel(version: str, ce: str | None, extra: dict[str, str] | None = None) -> tuple[str, bytes]:
     files = {"unsloth_zoo/__init__.py": "", **(extra or {})}
     if ce is not None:
-        files[scan.CE_MEMBER] = ce
+        files[CE_MEMBER] = ce
     return f"unsloth_zoo-{version}-py3-none-any.whl", wheel("unsloth_zoo", version, files)
 
 
@@ -71,12 +74,12 @@ def world(tmp_path: Path) -> dict[str, Any]:
         zoo_wheel("2026.4.0", FIXED_CLAMP),
         zoo_wheel("2026.5.0", FIXED_CLAMP),  # yanked below
     ])
-    zoo["unsloth_zoo-2026.6.0.tar.gz"] = sdist("unsloth_zoo", "2026.6.0", {scan.CE_MEMBER: FIXED_BRANCH})
+    zoo["unsloth_zoo-2026.6.0.tar.gz"] = sdist("unsloth_zoo", "2026.6.0", {CE_MEMBER: FIXED_BRANCH})
     uns = dict([
         unsloth_wheel("2026.2.0", "unsloth_zoo>=2026.2.0"),
         unsloth_wheel("2026.4.0", "unsloth_zoo>=2026.4.0"),
         unsloth_wheel("2026.4.1", "unsloth_zoo>=2026.2.0", {
-            scan.GUARD_MEMBER: GUARD_SRC,
+            GUARD_MEMBER: GUARD_SRC,
             "unsloth/__init__.py": "from .fused_ce_guard import install_at_import\n",
             "unsloth-2026.4.1.dist-info/SKEWMATRIX_BACKPORT.json": json.dumps({"backport": "unsloth-guard"})}),
         unsloth_wheel("2026.4.2", "unsloth_zoo>=2026.2.0", {"unsloth/patch.py": textwrap.dedent("""
@@ -186,9 +189,9 @@ def test_a_member_not_matching_record_is_unknown(world: dict[str, Any]) -> None:
     """A range read cannot check the file's sha256: each member is checked against the wheel's RECORD."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr(scan.CE_MEMBER, VULNERABLE)
+        zf.writestr(CE_MEMBER, VULNERABLE)
         zf.writestr("unsloth_zoo-2026.2.0.dist-info/RECORD",
-                    f"{scan.CE_MEMBER},{scan.record_digest(FIXED_CLAMP.encode())},1\n")
+                    f"{CE_MEMBER},{scan.record_digest(FIXED_CLAMP.encode())},1\n")
     name = "unsloth_zoo-2026.2.0-py3-none-any.whl"
     world["host"].blobs[name] = buf.getvalue()
     zoo = {n: b for n, b in world["host"].blobs.items() if n.startswith("unsloth_zoo")}
@@ -318,12 +321,12 @@ def test_yanked_zoo_is_not_a_floor_unless_asked(world: dict[str, Any]) -> None:
     ("UnslothFusedLoss.forward = (\n", "unknown"),
 ])
 def test_guard_heuristic(source: str, state: str) -> None:
-    assert scan.guard_in_source(source, "m.py")[0] == state
+    assert scan.guard_in_source(source, "m.py", FUSED.target.guard)[0] == state
 
 
 def test_our_guard_unwired_is_unknown() -> None:
-    ex = scan.Extract("u.whl", None, "sha256", {scan.GUARD_MEMBER: GUARD_SRC, scan.INIT_MEMBER: ""}, 2)
-    g = scan.guard_state(ex)
+    ex = scan.Extract("u.whl", None, "sha256", {GUARD_MEMBER: GUARD_SRC, scan.INIT_MEMBER: ""}, 2)
+    g = scan.guard_state(ex, FUSED)
     assert g["state"] == "unknown" and "never imports it" in g["evidence"][-1]
 
 

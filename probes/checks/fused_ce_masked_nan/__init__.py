@@ -6,12 +6,19 @@ trainable label and a divisor of None or 0 gives a NaN loss (DESIGN.md
 section 1). Detectors: ``static/`` (AST of the installed source) and
 ``runtime.py`` (the raw kernel, without unsloth); ``guard.py`` (who owns the
 forward after ``import unsloth``); ``behavior/`` (the suite); ``train.py``
-(a real training run); ``verdict.py`` (the states). Stdlib only here.
+(a real training run); ``verdict.py`` (the states). Capabilities: ``scan.py``
+(the wide scan's target), ``mutation.py`` (the guard's mutation target, with
+``equivalents.toml``), ``render.py`` (the drill-down of its steps), ``gpu.py``
+and ``gpu_measure.py`` (the GPU device check). Stdlib only here.
 """
 
 from __future__ import annotations
 
 from probes.checks import CheckInfo
+
+# The guard protocol module a guard build ships (our backport's ``unsloth/fused_ce_guard.py``), written once:
+# the behaviour suite, the probes, the mutation runner, the scan and the GPU measurement all read it here.
+GUARD_MODULE = "unsloth.fused_ce_guard"
 
 INFO = CheckInfo(
     id="fused-ce-masked-nan",

@@ -21,7 +21,7 @@ is what makes a full run take minutes, not hours.
 Command line (the harness, ``matrix/mutation.py``, drives it)::
 
     python -m probes.checks.fused_ce_masked_nan.mutate --guard-file PATH --out FILE.json
-        [--guard-module unsloth.fused_ce_guard] [--sample N] [--only ID ...] [--list]
+        [--guard-module MODULE] [--sample N] [--only ID ...] [--list]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import GUARD_MODULE
 from .mutation_ops import OUT_OF_SCOPE, generate, sample
 
 SCHEMA = 1
@@ -180,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m probes.checks.fused_ce_masked_nan.mutate",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--guard-file", required=True, type=Path)
-    p.add_argument("--guard-module", default="unsloth.fused_ce_guard")
+    p.add_argument("--guard-module", default=GUARD_MODULE)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--sample", type=int, default=None, help="a deterministic sample of N mutants")

@@ -12,7 +12,7 @@
   (``differential``: the same examples through the kernel as ``import
   unsloth`` left it, judged against zoo's answers; ``differential/judge.py``).
 
-The guard protocol module defaults to ``unsloth.fused_ce_guard``; a build may
+The guard protocol module defaults to ``GUARD_MODULE`` (``__init__.py``); a build may
 name another with ``SKEWMATRIX_GUARD_MODULE`` (set by the cell runner from the
 build's ``guard_module``).
 """
@@ -25,6 +25,8 @@ from typing import Any
 
 from probes.checks import PhaseContext, Step
 
+from . import GUARD_MODULE
+
 GUARD_MODULE_ENV = "SKEWMATRIX_GUARD_MODULE"
 
 
@@ -35,10 +37,8 @@ def static() -> dict[str, Any]:
 
 
 def _behavior_args(ctx: PhaseContext, phase: str) -> argparse.Namespace:
-    from .behavior import DEFAULT_GUARD_MODULE
-
     return argparse.Namespace(device=ctx.device, compile="on" if ctx.torch_compile else "off",
-                              guard_module=os.environ.get(GUARD_MODULE_ENV) or DEFAULT_GUARD_MODULE,
+                              guard_module=os.environ.get(GUARD_MODULE_ENV) or GUARD_MODULE,
                               guard_file=None, phase=phase)
 
 

@@ -17,7 +17,6 @@ Entry point: ``python -m probes.checks.fused_ce_masked_nan.behavior --out FILE.j
 from __future__ import annotations
 
 SCHEMA = 1
-DEFAULT_GUARD_MODULE = "unsloth.fused_ce_guard"
 PROTOCOL = ("install", "uninstall", "is_installed", "zoo_needs_guard")
 
 TITLES: dict[str, str] = {

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import kernel
-from . import DEFAULT_GUARD_MODULE, SCHEMA, TEST_IDS, TITLES
+from .. import GUARD_MODULE, kernel
+from . import SCHEMA, TEST_IDS, TITLES
 from .support import Guard, TestResult
 
 BEFORE_TIMEOUT_S = 1800
@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--compile", choices=("on", "off"), default=None,
                    help="torch_compile for every kernel call (default: off on cpu, on on cuda)")
-    p.add_argument("--guard-module", default=DEFAULT_GUARD_MODULE)
+    p.add_argument("--guard-module", default=GUARD_MODULE)
     p.add_argument("--guard-file", default=None, help=argparse.SUPPRESS)
     p.add_argument("--phase", choices=("before", "after", "all"), default="all")
     return p

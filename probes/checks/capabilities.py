@@ -1,0 +1,194 @@
+"""The optional capabilities a check folder may declare: one value each, of a type defined here.
+
+A capability is a module of a known name in the check folder holding one
+value (``scan.py``: ``TARGET``, a :class:`ScanTarget`; ``mutation.py``:
+``TARGET``, a :class:`MutationTarget`; ``gpu.py``: ``MEASURE``, a
+:class:`GpuMeasure`) or, for ``render.py``, the two names of
+:class:`StepRenderer`. The registry (``probes.checks.capability``) finds
+them; generic code that finds none prints ``n/a`` with the registry's
+reason (``probes.checks.lacks``). The values are plain data plus, where the
+harness calls into the check in its own process, a callable; what runs in a
+cell env is named by module (``python -m``), never imported by the harness.
+
+Stdlib only: ``reports`` imports these types with the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class GuardScan:
+    """How the scan recognises, in an unsloth release, code that replaces the check's kernel.
+
+    ``module`` is the guard module our backport ships (its file is :attr:`member`, its import from
+    ``unsloth/__init__.py`` wires it in); ``owner`` and ``attribute`` are what any replacement writes
+    (``Owner.attribute = ...`` or ``setattr(Owner, "attribute", ...)``), the heuristic for other code.
+    """
+
+    module: str
+    owner: str
+    attribute: str
+
+    @property
+    def member(self) -> str:
+        """The guard module's file inside an unsloth wheel."""
+        return self.module.replace(".", "/") + ".py"
+
+    @property
+    def basename(self) -> str:
+        """The guard module's last name, as ``from .<basename> import ...`` spells it."""
+        return self.module.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class ScanTarget:
+    """What the wide scan reads for this check in every zoo release, and looks for in every unsloth release.
+
+    ``detect`` is the static detector in the harness's process (no torch, no zoo import): from
+    ``{wheel member: text}`` to ``{"verdict": "vulnerable"|"fixed"|"absent"|"unknown", "reason": str,
+    "evidence_line": int|None}``. It gets :attr:`file` alone, or with ``follow_imports`` the kernel's package
+    and every zoo module reachable from it by imports. ``detector`` is the module (or package) the verdict
+    comes from: its source keys the scan's analysis cache. ``runtime`` (``"module:function"``, called with
+    the device in a throwaway env) backs ``--confirm``; ``guard`` the unsloth side. Either may be None: the
+    scan then says ``n/a`` with the reason.
+    """
+
+    package: str  # import name of the distribution that ships the kernel, e.g. "unsloth_zoo"
+    file: str  # the kernel's module inside a wheel, e.g. "unsloth_zoo/<package>/<module>.py"
+    function: str  # what the detector judges in that file ("Class.method" or "function")
+    detect: Callable[[Mapping[str, str]], Mapping[str, Any]]
+    detector: ModuleType
+    follow_imports: bool = True
+    runtime: str | None = None
+    guard: GuardScan | None = None
+
+    @property
+    def folder(self) -> str:
+        """The kernel's package inside a wheel, with a trailing slash."""
+        return self.file.rsplit("/", 1)[0] + "/"
+
+
+@dataclass(frozen=True)
+class MutationTarget:
+    """What ``nox -s mutation`` mutates and scores for this check.
+
+    ``runner`` runs with ``python -m`` in one cell env (``--guard-file``, ``--guard-module``, ``--out``,
+    ``--sample``, ``--only``, ``--progress``) and writes the mutants' outcomes; the harness scores them
+    against ``equivalents`` (a TOML list inside the check folder). The pairings: ``unsloth`` x ``zoo`` is
+    the vulnerable one every mutant runs on; survivors run again on ``unsloth`` x ``fixed_zoo``.
+    """
+
+    runner: str  # dotted module, e.g. "probes.checks.<folder>.mutate"
+    guard_file: str  # the guard under test, relative to the repository root
+    guard_module: str  # the name it is loaded under (the check's default guard module)
+    equivalents: str  # the equivalence list, relative to the repository root
+    unsloth: str
+    zoo: str
+    fixed_zoo: str
+
+
+@dataclass(frozen=True)
+class GpuCase:
+    """One unsloth build on one zoo build of the GPU device check, by the build names the matrix files use.
+
+    Installed with ``--no-deps`` next to a CUDA Python that already has torch: unsloth (or, with
+    ``guard``, the guard backport's wheel rebuilt on the machine), the zoo and the ``companions`` that
+    ``import unsloth`` needs there.
+    """
+
+    name: str
+    unsloth_build: str  # "u<version>" (PyPI) or "u<version>-<backport>"
+    unsloth_version: str
+    zoo_version: str
+    guard: bool
+    companions: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def zoo_build(self) -> str:
+        return f"z{self.zoo_version}"
+
+    def pins(self) -> tuple[tuple[str, str], ...]:
+        """(project, version) of every wheel this case installs; unsloth comes from the guard wheel when ``guard``."""
+        unsloth = () if self.guard else (("unsloth", self.unsloth_version),)
+        return (*unsloth, ("unsloth-zoo", self.zoo_version), *self.companions)
+
+    def unsloth_row(self, compile_mode: str) -> str:
+        """The build name of this case's GPU row: distinct from the CPU row, so both fit one report."""
+        return f"{self.unsloth_build}-cuda-compile-{compile_mode}"
+
+    def cell_id(self, compile_mode: str) -> str:
+        return f"{self.unsloth_row(compile_mode)}__{self.zoo_build}"
+
+
+@dataclass(frozen=True)
+class GpuMeasure:
+    """The check's GPU measurement: its cases, the module that measures in a case's interpreter, its table.
+
+    ``module`` runs with ``python -m`` after ``import unsloth`` (``--out F --device cuda --compile off,on``,
+    ``--cpu-check`` on a dry run) and writes ``{"modes": {mode: {...}}, "import_unsloth", "guard_module",
+    "versions", "settings", "cpu_check"}``; ``summary`` turns the cells' ``gpu`` sections into the Markdown
+    table of ``gpu-summary.md``. ``matrix`` declares every case's cells (repository-relative).
+    """
+
+    module: str
+    cases: tuple[GpuCase, ...]
+    unsloth_version: str
+    guard_backport: str | None
+    pythons: tuple[str, ...]
+    compile_modes: tuple[str, ...]
+    matrix: str
+    summary: Callable[[list[dict[str, Any]]], str]
+
+    def case(self, name: str) -> GpuCase:
+        for c in self.cases:
+            if c.name == name:
+                return c
+        raise KeyError(f"no GPU case {name!r}; cases: {', '.join(c.name for c in self.cases)}")
+
+    def all_pins(self) -> list[tuple[str, str]]:
+        """Every (project, version) some case needs, once, plus the guard's base wheel."""
+        seen: dict[tuple[str, str], None] = {("unsloth", self.unsloth_version): None}
+        for c in self.cases:
+            for pin in c.pins():
+                seen.setdefault(pin, None)
+        return list(seen)
+
+
+@dataclass(frozen=True)
+class DetailTable:
+    """A table of a check's step details. Text only; ``code`` columns are monospace, ``bad`` cells flagged."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    code: frozenset[int] = frozenset()  # column indexes
+    bad: frozenset[tuple[int, int]] = frozenset()  # (row, column)
+
+
+@dataclass(frozen=True)
+class StepDetails:
+    """What a check's renderer makes of its own step payloads, for every format to lay out.
+
+    ``items`` are (label, text) lines next to the check's verdict; text may mark code with backticks.
+    """
+
+    items: tuple[tuple[str, str], ...] = ()
+    tables: tuple[DetailTable, ...] = field(default=())
+
+
+class StepRenderer(Protocol):
+    """The shape of a check's ``render.py`` module (stdlib only: ``reports`` imports it).
+
+    ``TRAIN_COUNT``: the key (and column title) under which the check's training steps record the count
+    the trainer handed its kernel. ``details(section)``: :class:`StepDetails` from the check's section of a
+    cell (``{"static": ..., "steps": [...]}``); it must not raise on missing or odd fields.
+    """
+
+    TRAIN_COUNT: str
+
+    def details(self, section: dict[str, Any]) -> StepDetails: ...

@@ -1,0 +1,28 @@
+"""This check's mutation target (contract: ``probes/checks/__init__.py``): our guard against the behaviour suite.
+
+The guard under test is the ``unsloth-guard`` backport's payload, loaded
+under the check's default guard module; ``mutate.py`` runs every mutant in
+one cell env of the vulnerable pairing; ``mutation_equivalents.toml`` (next
+to this file) lists the survivors no test can kill, one line of argument
+each. Survivors run again where zoo carries the fix (test 13).
+"""
+
+from __future__ import annotations
+
+from probes.checks.capabilities import MutationTarget
+
+from . import GUARD_MODULE
+
+PACKAGE = __name__.rsplit(".", 1)[0]
+
+TARGET = MutationTarget(
+    runner=f"{PACKAGE}.mutate",
+    guard_file="matrix/backports/unsloth-guard/files/fused_ce_guard.py",
+    guard_module=GUARD_MODULE,
+    equivalents=PACKAGE.replace(".", "/") + "/mutation_equivalents.toml",
+    # The vulnerable pairing: new unsloth with an old zoo, forced with overrides as a cell would be.
+    unsloth="2026.10.9",
+    zoo="2026.9.3",
+    # A zoo that carries the fix: a guard must stay out there (test 13), which no vulnerable cell can see.
+    fixed_zoo="2026.10.9",
+)

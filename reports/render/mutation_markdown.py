@@ -1,0 +1,61 @@
+"""``mutation.md``: a mutation score as Markdown. A pure function of the score and the run's meta.
+
+The score line and the bar first, then the strict score (the ``unreachable``
+entries counted as survivors), the run's guard, env and size, which tests
+killed how many mutants, the survivors, the equivalent or unreachable ones
+with their arguments, and any stale entry of the equivalence list.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+
+def render(score: dict[str, Any], meta: dict[str, Any]) -> str:
+    """The whole ``mutation.md`` from a score (``matrix.mutation.Score`` as a dict, with ``passed``) and the
+    run's meta."""
+    result = SimpleNamespace(**score)
+    pct = "n/a" if result.score is None else f"{result.score:.1%}"
+    verdict = "meets" if result.passed else "below"
+    lines = [
+        "# Mutation score",
+        "",
+        f"**{pct}** of non-equivalent mutants killed ({result.killed}/{result.ran - result.equivalent}); "
+        f"bar {result.bar:.0%}: {verdict}.",
+        "",
+        f"Counting the {sum(1 for e in result.equivalents if e['kind'] == 'unreachable')} `unreachable` mutants "
+        f"as survivors: {'n/a' if result.strict_score is None else f'{result.strict_score:.1%}'}.",
+        "",
+        f"- guard: `{meta.get('guard_file')}` loaded as `{meta.get('guard_module')}`",
+        f"- env: unsloth {meta.get('unsloth')} x unsloth_zoo {meta.get('zoo')} (`{meta.get('env')}`)",
+        f"- survivors run again with unsloth_zoo {meta['fixed_zoo']} (`{meta.get('fixed_env')}`)"
+        if meta.get("fixed_zoo") else "- no fixed-zoo pass",
+        f"- mutants: {result.generated} generated, {result.ran} run"
+        + (f" (sample of {meta['sample']})" if meta.get("sample") else "")
+        + f", {result.equivalent} equivalent",
+        f"- run time: {meta.get('seconds', 0):.0f} s",
+        "",
+        "## Killed by",
+        "",
+        "| test | mutants |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in result.killed_by.items()),
+        "",
+        f"## Survivors ({len(result.survivors)})",
+        "",
+    ]
+    lines += ["| id | line | before | after |", "|---|---|---|---|", *(
+        f"| `{s['id']}` | {s['line']} | `{_cell(s['before'])}` | `{_cell(s['after'])}` |" for s in result.survivors)
+              ] if result.survivors else ["none"]
+    lines += ["", f"## Equivalent or unreachable ({len(result.equivalents)})", "", "| id | kind | after | why |",
+              "|---|---|---|---|", *(f"| `{e['id']}` | {e['kind']} | `{_cell(e['after'])}` | {e['why']} |"
+                                     for e in result.equivalents)]
+    if result.stale_equivalents:
+        lines += ["", "## Stale equivalence entries", "",
+                  *(f"- `{i}` (not generated any more, or killed)" for i in result.stale_equivalents)]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("\n", " ").replace("|", "\\|").replace("`", "'")[:100]
