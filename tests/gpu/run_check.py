@@ -51,7 +51,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from matrix.cell import OFFLINE_ENV, CellRun, probes_path, record_and_probe, write_json_atomic
+from matrix import envrun
+from matrix.cell import CellRun, record_and_probe, write_json_atomic
 from matrix.installed import read_dist, torch_build
 from tests.gpu.build_wheelhouse import MANIFEST, SCHEMA, build_guard, record_digest, sha256_file
 from tests.gpu.cases import CASES, COMPILE_MODES, DTYPES, Case, case
@@ -251,32 +252,18 @@ def base_dists(interp: Interpreter) -> list[dict[str, Any]]:
     return found
 
 
-def env_for(dry: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV"))}
-    env.update(OFFLINE_ENV)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if dry:
-        env["UNSLOTH_ALLOW_CPU"] = "1"  # import unsloth on a host without a GPU (DESIGN.md section 7)
-    return env
-
-
 def run_measure(c: Case, s: Scratch, out: Path, dry: bool, timeout: float) -> dict[str, Any]:
     """tests/gpu/measure.py for both compile modes in one process (one import of unsloth)."""
     work = out / "gpu-work" / c.name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    env = env_for(dry)
-    env["PYTHONPATH"] = str(probes_path(work))
+    # Dry: import unsloth on a host without a GPU (DESIGN.md section 7).
+    env = envrun.clean_env(envrun.probes_path(work), **({"UNSLOTH_ALLOW_CPU": "1"} if dry else {}))
     result = work / "measure.json"
     argv = [str(s.python), str(MEASURE), "--out", str(result), "--device", "cuda", "--compile",
             ",".join(COMPILE_MODES), *(["--cpu-check"] if dry else [])]
     start = time.perf_counter()
-    with (work / "measure.log").open("w", encoding="utf-8") as log:
-        try:
-            rc: int | None = subprocess.run(argv, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            timeout=timeout, check=False).returncode
-        except subprocess.TimeoutExpired:
-            rc = None
+    rc = envrun.run(argv, cwd=work, env=env, timeout=timeout, log=work / "measure.log").returncode
     doc = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
     status = "ok" if rc == 0 and doc is not None else ("timeout" if rc is None else "error")
     tail = "\n".join((work / "measure.log").read_text(encoding="utf-8", errors="replace").splitlines()[-30:])
