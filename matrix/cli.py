@@ -33,6 +33,7 @@ from matrix.arguments import (
     add_report_arguments,
     add_run_arguments,
     apply_strict,
+    parse,
 )
 from matrix.errors import EXIT_CODES_HELP, EXIT_HARNESS, EXIT_OK, SkewmatrixError
 from matrix.settings import out_dir, run_id
@@ -305,14 +306,6 @@ def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatr
         return EXIT_HARNESS
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
-    """Parsed arguments, or the exit code argparse chose (0 after --help, 2 on bad input)."""
-    try:
-        return parser.parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS
-
-
 def main(argv: list[str] | None = None) -> int:
     """``skewmatrix`` / ``python -m matrix``."""
     argv = sys.argv[1:] if argv is None else argv
@@ -327,6 +320,18 @@ def main(argv: list[str] | None = None) -> int:
         return args
     run = COMMANDS[args.command][2]
     return guarded(lambda: dispatch(run, args), debug=args.debug)
+
+
+def cell_ids_or_exit() -> list[str]:
+    """For the noxfile, which lists the cells as it loads: the selected cell ids, or exit with the code
+    :func:`guarded` maps the failure to (a bad matrix file: a clean message and 2)."""
+    from matrix import pipeline
+
+    ids: list[str] = []
+    code = guarded(lambda: ids.extend(pipeline.cell_ids()) or EXIT_OK)
+    if code != EXIT_OK:
+        raise SystemExit(code)
+    return ids
 
 
 def session_main(name: str, argv: list[str], run: Callable[[argparse.Namespace], int] | None = None, *,

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from matrix import envrun, settings
+from matrix.arguments import parse
 from matrix.errors import SkewmatrixError
 from matrix.spec import REPO_ROOT
 from probes import checks
@@ -333,16 +333,12 @@ def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> Score:
 
 
 def main(argv: list[str]) -> int:
-    """See the module docstring for the exit codes."""
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
-        return int(exc.code or 0)
-    try:
-        result = run(args)
-    except SkewmatrixError as exc:
-        print(f"mutation: {exc}", file=sys.stderr)
-        return exc.return_code
+    """See the module docstring for the exit codes; a failure raises ``MutationError`` (``matrix.cli.guarded``
+    turns it into 2)."""
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    result = run(args)
     pct = "n/a" if result.score is None else f"{result.score:.1%}"
     strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"
     print(f"mutation score {pct} ({result.killed}/{result.ran - result.equivalent} non-equivalent killed, "

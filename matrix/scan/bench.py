@@ -6,13 +6,12 @@ import argparse
 import json
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from matrix.errors import SkewmatrixError
+from matrix.arguments import parse
 from matrix.scan.cache import ScanIndex, write_atomic
 from matrix.scan.run import ScanOptions, run
 from matrix.settings import out_dir
@@ -29,19 +28,17 @@ def bench(argv: list[str]) -> int:
     p.add_argument("--with-unsloth", action="store_true", help="also scan every unsloth release")
     p.add_argument("--workers", type=int, default=6)
     p.add_argument("--out", type=Path, default=None)
-    ns = p.parse_args(argv)
+    ns = parse(p, argv)
+    if isinstance(ns, int):
+        return ns
     opts = ScanOptions(zoo=ns.zoo, workers=ns.workers, skip_unsloth=not ns.with_unsloth)
     figures: dict[str, Any] = {"workers": ns.workers, "with_unsloth": ns.with_unsloth}
-    try:
-        with tempfile.TemporaryDirectory(prefix="skewmatrix-bench-") as tmp:
-            for label in ("cold", "warm"):
-                t0 = time.monotonic()
-                doc = run(opts, cache=Path(tmp), index=ScanIndex(cache=Path(tmp)), log=lambda s: None)
-                figures[f"{label}_s"] = round(time.monotonic() - t0, 3)
-                figures[f"{label}_stats"] = doc["stats"]
-    except SkewmatrixError as exc:
-        print(f"skewmatrix bench scan: {exc}", file=sys.stderr)
-        return exc.return_code
+    with tempfile.TemporaryDirectory(prefix="skewmatrix-bench-") as tmp:
+        for label in ("cold", "warm"):
+            t0 = time.monotonic()
+            doc = run(opts, cache=Path(tmp), index=ScanIndex(cache=Path(tmp)), log=lambda s: None)
+            figures[f"{label}_s"] = round(time.monotonic() - t0, 3)
+            figures[f"{label}_stats"] = doc["stats"]
     figures.update(releases_listed=len(doc["zoo"]), zoo_classified=doc["stats"]["zoo_classified"],
                    unsloth_classified=doc["stats"]["unsloth_classified"], peak_rss_mib=round(_peak_rss_mib(), 1),
                    fixed_since=doc["timeline"]["fixed_since"], cpus=os.cpu_count())
