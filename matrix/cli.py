@@ -198,6 +198,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.run(parsed)
 
 
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from matrix.gpu import check
+
+    return check.main(list(args.args))
+
+
+def cmd_gpu_wheelhouse(args: argparse.Namespace) -> int:
+    from matrix.gpu import wheelhouse
+
+    return wheelhouse.main(list(args.args))
+
+
 def cmd_ci_matrix(args: argparse.Namespace) -> int:
     from matrix.ci import from_text
 
@@ -247,10 +259,14 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "mutation": ("mutation testing of the behaviour suite (its own options)", _passthrough, cmd_mutation),
     "bench": ("measure the matrix against its floor; `bench scan`: the scan's (own options)", _passthrough,
               cmd_bench),
+    "gpu-wheelhouse": ("here, with the index: the offline wheelhouse of a check's GPU measurement (its own "
+                       "options)", _passthrough, cmd_gpu_wheelhouse),
+    "gpu-check": ("there, offline: a check's GPU measurement on an existing CUDA Python (its own options)",
+                  _passthrough, cmd_gpu_check),
     "ci-matrix": ("stdin: `nox --list --json`; stdout: a GitHub job matrix", None, cmd_ci_matrix),
 }
 # These parse their own arguments (each its own --help).
-PASSTHROUGH = ("scan", "mutation", "bench")
+PASSTHROUGH = ("scan", "mutation", "bench", "gpu-wheelhouse", "gpu-check")
 
 
 def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
