@@ -155,10 +155,10 @@ def cmd_cell(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from matrix import gate
+    from matrix import release_gate
 
     apply_strict(args)
-    return gate.run(args, out_dir() / "gate", log=print)
+    return release_gate.run(args, out_dir() / "gate", log=print)
 
 
 def cmd_pinned(args: argparse.Namespace) -> int:
@@ -185,9 +185,9 @@ def cmd_mutation(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     argv = list(args.args)
     if argv[:1] == ["scan"]:
-        from matrix import scan
+        from matrix import bench
 
-        return int(scan.bench(argv))
+        return bench.scan(argv)
     p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0])
     add_bench_arguments(p)
     parsed = parse(p, argv)

@@ -27,6 +27,10 @@ cycles, arrows back up); pytest enforces the rules:
   code: no module there is a command (a ``main``, an argument parser), since
   the harness's commands live in its packages, under these rules;
 * every capability a check folder declares has its registry type;
+* no two harness modules share a name (``matrix`` and ``reports``, packages'
+  ``__init__`` and ``__main__`` aside): a name says which room a module is in.
+  Check folders repeat the contract's names (``phases``, ``verdict``,
+  ``scan`` ...) on purpose and are left out;
 * no module over 400 lines (the GPU runner included: it is ``matrix/gpu``).
 """
 
@@ -241,6 +245,15 @@ def commands_under_tests() -> list[str]:
     return out
 
 
+def shared_names() -> dict[str, list[str]]:
+    """Module base names that more than one harness module (``matrix``, ``reports``) carries."""
+    by_name: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if name.split(".")[0] in ("matrix", "reports") and path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    return {k: sorted(v) for k, v in sorted(by_name.items()) if len(v) > 1}
+
+
 def largest() -> tuple[int, str]:
     return max((len(p.read_text(encoding="utf-8").splitlines()), str(p.relative_to(ROOT)))
                for p in modules().values())
@@ -314,6 +327,10 @@ def test_no_command_lives_under_tests() -> None:
     assert commands_under_tests() == []
 
 
+def test_no_two_harness_modules_share_a_name() -> None:
+    assert shared_names() == {}
+
+
 def test_no_module_over_the_size_limit() -> None:
     big = {str(p.relative_to(ROOT)): n for p in modules().values()
            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
@@ -337,3 +354,4 @@ if __name__ == "__main__":
     print(f"arrows back up: {len(arrows_back_up(g))} {arrows_back_up(g)}")
     print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
     print(f"commands under tests/: {commands_under_tests()}")
+    print(f"harness module names shared: {shared_names()}")

@@ -7,7 +7,7 @@ why the large optional ones stay out). ``build`` downloads exactly the
 pinned wheels of every case with ``pip download --no-deps --only-binary``
 for each interpreter the measurement serves (3.12: the GPU image; 3.11: the
 CPU dry run), builds the guard backport wheel the measurement names with the
-harness's own backport builder (``matrix/backport.py``: base wheel +
+harness's own backport builder (``matrix/sources/backport_build.py``: base wheel +
 ``matrix/backports/<backport>``) to record the digest of its RECORD (the
 runner rebuilds it there from the base wheel, since both wheels would not
 fit), and writes ``wheelhouse.json``: every file with its project, version,
@@ -114,7 +114,7 @@ def build_guard(base_wheel: Path, dest: Path, backport: str, build_name: str) ->
     as its base (unsloth ships its Studio front end), so the wheelhouse
     carries the base wheel and the backport folder, not both wheels.
     """
-    from matrix.backport import build_backport, load_manifest
+    from matrix.sources.backport_build import build_backport, load_manifest
 
     manifest = load_manifest(REPO_ROOT / "matrix" / "backports" / backport)
     with tempfile.TemporaryDirectory(prefix="gpu-guard-") as tmp:

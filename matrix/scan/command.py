@@ -15,8 +15,8 @@ from typing import Any
 
 from matrix.arguments import parse
 from matrix.scan.cache import write_atomic
-from matrix.scan.model import ScanError
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
+from matrix.scan.terms import ScanError
 from matrix.settings import CACHE_ENV, out_dir
 from probes import checks
 from reports.render.scan_markdown import render as render_markdown
