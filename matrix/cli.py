@@ -72,6 +72,23 @@ def cmd_cells(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_checks(args: argparse.Namespace) -> int:
+    """The registered checks and, per optional capability, whether each declares it (or the n/a reason)."""
+    from probes import checks
+
+    for name in checks.REGISTRY:
+        print(f"{checks.info(name).id}: {checks.info(name).title}")
+        for kind in checks.CAPABILITIES:
+            declared = checks.capability(name, kind) is not None
+            print(f"  {kind}: {'declared' if declared else checks.lacks(name, kind)}")
+        phases = checks.phases_module(name)  # step tables only: the steps import torch when they run
+        train = [s.name for t in ("RAW_STEPS", "UNSLOTH_STEPS", "CPU_BACKEND_STEPS")
+                 for s in getattr(phases, t, ()) if s.training]
+        print(f"  training: step {', '.join(train)}" if train else
+              f"  training: n/a: check {checks.info(name).id} has no Step(training=True)")
+    return EXIT_OK
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from matrix import spec
 
@@ -251,6 +268,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "report": ("classify and render collected results (or merge shard directories); gate them", _report_args,
                cmd_report),
     "cells": ("list the cell ids of the selected matrix", _cells_args, cmd_cells),
+    "checks": ("list the registered checks and the capabilities each declares", None, cmd_checks),
     "validate": ("validate a matrix file and exit", _validate_args, cmd_validate),
     "gate": ("release gate for a candidate unsloth", add_gate_arguments, cmd_gate),
     "pinned": ("probe an existing interpreter in place, or exactly the pins of a file", add_pinned_arguments,

@@ -266,6 +266,21 @@ def test_noxfile_cell_listing_exits_through_the_one_mapping(tmp_path: Path, monk
     assert "Traceback" in capsys.readouterr().err
 
 
+def test_checks_lists_each_capability_or_why_not(capsys: pytest.CaptureFixture) -> None:
+    from probes import checks
+
+    assert cli.main(["checks"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    for name in checks.REGISTRY:
+        at = out.index(f"{checks.info(name).id}: {checks.info(name).title}")
+        for i, kind in enumerate(checks.CAPABILITIES, 1):
+            declared = checks.capability(name, kind) is not None
+            assert out[at + i] == f"  {kind}: " + ("declared" if declared else checks.lacks(name, kind))
+        assert out[at + len(checks.CAPABILITIES) + 1] == "  training: step train"  # both checks train
+    assert "  gpu: n/a: check cpu-ce-masked-nan declares no GPU measurement (no gpu.py in " \
+           "probes/checks/cpu_ce_masked_nan/)" in out
+
+
 def test_gate_and_pinned_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     env_out = {"SKEWMATRIX_OUT": str(tmp_path)}
     old = {k: os.environ.get(k) for k in env_out}
