@@ -63,7 +63,7 @@ nox.options.sessions = ["matrix"]
 nox.options.error_on_missing_interpreters = True
 
 RUN = run_id()  # set once here, inherited by the session processes of `nox -j`
-CELLS = pipeline.cell_ids_or_exit()
+CELLS = cli.cell_ids_or_exit()
 PYTHON = pipeline.load_matrix().options.python
 
 # Was `matrix` asked for? Decided here, in the process that parsed nox's command line, and handed to the

@@ -13,6 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
+from matrix.errors import EXIT_HARNESS
 from matrix.settings import STRICT_ENV
 
 FORMATS = ("terminal", "markdown", "json", "junit", "html")
@@ -89,3 +90,10 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """Parsed arguments, or the exit code argparse chose (0 after --help, 2 on bad input): a usage error is
+    argparse's message and an exit code, not an exception, for every command and its own parser."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS

@@ -18,25 +18,22 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from matrix import stacks
+from matrix import envrun, stacks
+from matrix.envrun import PROBES_DIR, ensure_env, probes_path
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed, torch_build
 from matrix.progress import ticking
 from matrix.sources import Materialized
-from matrix.spec import REPO_ROOT, Build, Cell, CellOptions, Matrix
+from matrix.spec import Build, Cell, CellOptions, Matrix
 from matrix.tools import run_tool, uv_bin
 from probes.checks import ids as check_ids
 from reports.model import CELL_SCHEMA
 
-PROBES_DIR = REPO_ROOT / "probes"
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1"}
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
 TRAIN_ENV = "SKEWMATRIX_TRAIN"  # read by probes/phases.py
 DEFAULT_MIN_FREE_GB = 6.0
@@ -141,26 +138,6 @@ def admissibility(reqs: list[str], python: str, workdir: Path) -> dict[str, Any]
         return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
     return {"value": None, "method": method,
             "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
-
-
-def ensure_env(env_dir: Path, python: str) -> None:
-    if (env_dir / "bin" / "python").exists():
-        return
-    res = run_tool([uv_bin(), "venv", "--quiet", "--python", python, str(env_dir)], timeout=300)
-    if not res.ok:
-        raise SkewmatrixError(f"cannot create a Python {python} env at {env_dir}:\n{res.tail()}")
-
-
-def probes_path(cell_dir: Path) -> Path:
-    """A PYTHONPATH entry that exposes ``probes`` and nothing else of the repo."""
-    pp = cell_dir / "pythonpath"
-    pp.mkdir(parents=True, exist_ok=True)
-    link = pp / "probes"
-    if link.is_symlink() and link.resolve() != PROBES_DIR.resolve():
-        link.unlink()
-    if not link.exists():
-        link.symlink_to(PROBES_DIR, target_is_directory=True)
-    return pp
 
 
 def probes_digest() -> str:
@@ -307,12 +284,9 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     if create_env:
         ensure_env(env_dir, opts.python)
     overrides = [made["unsloth"].pin, made["zoo"].pin, *wanted]
-    ov = build_dir / "overrides.txt"
-    ov.write_text("\n".join(overrides) + "\n", encoding="utf-8")
     python = env_dir / "bin" / "python"
     with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
-        res = run_tool([uv_bin(), "pip", "install", "--python", str(python), *reqs, "--overrides", str(ov)],
-                       timeout=opts.timeout)
+        res = envrun.install(python, reqs, overrides, build_dir / "overrides.txt", opts.timeout)
     (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
     run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
     if not res.ok:
@@ -350,26 +324,19 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     work = cdir / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV"))}
-    env["PYTHONPATH"] = str(probes_path(cdir))
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    extra = {}
     guard_module = run.record["builds"]["unsloth"].get("guard_module")
     if guard_module:  # the build names its guard protocol module; the probes read it (probes/checks/*/phases.py)
-        env["SKEWMATRIX_GUARD_MODULE"] = guard_module
-    # The probes need no network: keep the libraries under test off it (hubs, telemetry).
-    env.update(OFFLINE_ENV)
+        extra["SKEWMATRIX_GUARD_MODULE"] = guard_module
     if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
-        env[TRAIN_ENV] = "off"
+        extra[TRAIN_ENV] = "off"
+    env = envrun.clean_env(probes_path(cdir), **extra)
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
     say("probing (import unsloth takes ~20 s on CPU)")
     log = work / "probes.stdout.log"
-    with log.open("w", encoding="utf-8") as fh, ticking(say, "probing"):
-        try:
-            rc: int | None = subprocess.run(argv, cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                            timeout=opts.timeout * 3 + 60, check=False).returncode
-        except subprocess.TimeoutExpired:
-            rc = None
+    with ticking(say, "probing"):
+        rc = envrun.run(argv, cwd=work, env=env, timeout=opts.timeout * 3 + 60, log=log).returncode
     ok = rc == 0 and (work / "probes.json").is_file()
     run.step("probes", time.perf_counter() - t, ok, returncode=rc)
     if not ok:

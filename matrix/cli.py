@@ -33,6 +33,7 @@ from matrix.arguments import (
     add_report_arguments,
     add_run_arguments,
     apply_strict,
+    parse,
 )
 from matrix.errors import EXIT_CODES_HELP, EXIT_HARNESS, EXIT_OK, SkewmatrixError
 from matrix.settings import out_dir, run_id
@@ -68,6 +69,23 @@ def cmd_cells(args: argparse.Namespace) -> int:
     else:
         for c in cells:
             print(c.id)
+    return EXIT_OK
+
+
+def cmd_checks(args: argparse.Namespace) -> int:
+    """The registered checks and, per optional capability, whether each declares it (or the n/a reason)."""
+    from probes import checks
+
+    for name in checks.REGISTRY:
+        print(f"{checks.info(name).id}: {checks.info(name).title}")
+        for kind in checks.CAPABILITIES:
+            declared = checks.capability(name, kind) is not None
+            print(f"  {kind}: {'declared' if declared else checks.lacks(name, kind)}")
+        phases = checks.phases_module(name)  # step tables only: the steps import torch when they run
+        train = [s.name for t in ("RAW_STEPS", "UNSLOTH_STEPS", "CPU_BACKEND_STEPS")
+                 for s in getattr(phases, t, ()) if s.training]
+        print(f"  training: step {', '.join(train)}" if train else
+              f"  training: n/a: check {checks.info(name).id} has no Step(training=True)")
     return EXIT_OK
 
 
@@ -154,10 +172,10 @@ def cmd_cell(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from matrix import gate
+    from matrix import release_gate
 
     apply_strict(args)
-    return gate.run(args, out_dir() / "gate", log=print)
+    return release_gate.run(args, out_dir() / "gate", log=print)
 
 
 def cmd_pinned(args: argparse.Namespace) -> int:
@@ -184,9 +202,9 @@ def cmd_mutation(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     argv = list(args.args)
     if argv[:1] == ["scan"]:
-        from matrix import scan
+        from matrix import bench
 
-        return int(scan.bench(argv))
+        return bench.scan(argv)
     p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0])
     add_bench_arguments(p)
     parsed = parse(p, argv)
@@ -195,6 +213,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from matrix import bench
 
     return bench.run(parsed)
+
+
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from matrix.gpu import check
+
+    return check.main(list(args.args))
+
+
+def cmd_gpu_wheelhouse(args: argparse.Namespace) -> int:
+    from matrix.gpu import wheelhouse
+
+    return wheelhouse.main(list(args.args))
 
 
 def cmd_ci_matrix(args: argparse.Namespace) -> int:
@@ -238,6 +268,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "report": ("classify and render collected results (or merge shard directories); gate them", _report_args,
                cmd_report),
     "cells": ("list the cell ids of the selected matrix", _cells_args, cmd_cells),
+    "checks": ("list the registered checks and the capabilities each declares", None, cmd_checks),
     "validate": ("validate a matrix file and exit", _validate_args, cmd_validate),
     "gate": ("release gate for a candidate unsloth", add_gate_arguments, cmd_gate),
     "pinned": ("probe an existing interpreter in place, or exactly the pins of a file", add_pinned_arguments,
@@ -246,10 +277,14 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "mutation": ("mutation testing of the behaviour suite (its own options)", _passthrough, cmd_mutation),
     "bench": ("measure the matrix against its floor; `bench scan`: the scan's (own options)", _passthrough,
               cmd_bench),
+    "gpu-wheelhouse": ("here, with the index: the offline wheelhouse of a check's GPU measurement (its own "
+                       "options)", _passthrough, cmd_gpu_wheelhouse),
+    "gpu-check": ("there, offline: a check's GPU measurement on an existing CUDA Python (its own options)",
+                  _passthrough, cmd_gpu_check),
     "ci-matrix": ("stdin: `nox --list --json`; stdout: a GitHub job matrix", None, cmd_ci_matrix),
 }
 # These parse their own arguments (each its own --help).
-PASSTHROUGH = ("scan", "mutation", "bench")
+PASSTHROUGH = ("scan", "mutation", "bench", "gpu-wheelhouse", "gpu-check")
 
 
 def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
@@ -305,14 +340,6 @@ def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatr
         return EXIT_HARNESS
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
-    """Parsed arguments, or the exit code argparse chose (0 after --help, 2 on bad input)."""
-    try:
-        return parser.parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS
-
-
 def main(argv: list[str] | None = None) -> int:
     """``skewmatrix`` / ``python -m matrix``."""
     argv = sys.argv[1:] if argv is None else argv
@@ -327,6 +354,18 @@ def main(argv: list[str] | None = None) -> int:
         return args
     run = COMMANDS[args.command][2]
     return guarded(lambda: dispatch(run, args), debug=args.debug)
+
+
+def cell_ids_or_exit() -> list[str]:
+    """For the noxfile, which lists the cells as it loads: the selected cell ids, or exit with the code
+    :func:`guarded` maps the failure to (a bad matrix file: a clean message and 2)."""
+    from matrix import pipeline
+
+    ids: list[str] = []
+    code = guarded(lambda: ids.extend(pipeline.cell_ids()) or EXIT_OK)
+    if code != EXIT_OK:
+        raise SystemExit(code)
+    return ids
 
 
 def session_main(name: str, argv: list[str], run: Callable[[argparse.Namespace], int] | None = None, *,

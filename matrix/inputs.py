@@ -17,11 +17,11 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from matrix.backport import anchor_problems, load_manifest
 from matrix.errors import BackportError, IndexLookupError
 from matrix.index import IndexClient, nearest_versions
 from matrix.sources import BackportSource, PypiSource
 from matrix.sources.backport import wheel_cache
+from matrix.sources.backport_build import anchor_problems, load_manifest
 
 # Anything but printable text: a newline would start a new line of the requirements or overrides file.
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrix import settings, tools
-from matrix.cell import OFFLINE_ENV
+from matrix import envrun, settings
+from matrix.arguments import parse
 from matrix.errors import SkewmatrixError
 from matrix.spec import REPO_ROOT
 from probes import checks
@@ -40,8 +38,6 @@ except ModuleNotFoundError:  # Python 3.10
 
 DEFAULT_BAR = 0.90
 RUN_TIMEOUT_S = 3 * 3600
-# As a cell runs its probes (matrix/cell.py): offline, no bytecode next to the probes, unsloth's GPU path on CPU.
-RUNNER_ENV = {**OFFLINE_ENV, "UNSLOTH_ALLOW_CPU": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 class MutationError(SkewmatrixError):
@@ -186,15 +182,9 @@ def target_of(check: str | None) -> tuple[str, MutationTarget]:
 
 def build_env(env_dir: Path, unsloth: str, zoo: str, python: str = "3.11") -> Path:
     """A cell env for the pairing (uv with overrides, as a cell does); reused when it already holds it."""
-    py = env_dir / "bin" / "python"
-    if not py.exists():
-        res = tools.run_tool([tools.uv_bin(), "venv", "--quiet", "--python", python, str(env_dir)], timeout=300)
-        if not res.ok:
-            raise MutationError(f"cannot create a Python {python} env at {env_dir}:\n{res.tail()}")
-    overrides = env_dir / "skewmatrix-overrides.txt"
-    overrides.write_text(f"unsloth=={unsloth}\nunsloth_zoo=={zoo}\n", encoding="utf-8")
-    res = tools.run_tool([tools.uv_bin(), "pip", "install", "--python", str(py), f"unsloth=={unsloth}",
-                          f"unsloth_zoo=={zoo}", "--overrides", str(overrides)], timeout=1800)
+    py = envrun.ensure_env(env_dir, python)
+    pins = [f"unsloth=={unsloth}", f"unsloth_zoo=={zoo}"]
+    res = envrun.install(py, pins, pins, env_dir / "skewmatrix-overrides.txt", 1800)
     if not res.ok:
         raise MutationError(f"uv pip install unsloth=={unsloth} unsloth_zoo=={zoo} failed "
                             f"(exit {res.returncode}):\n{res.tail()}")
@@ -203,31 +193,27 @@ def build_env(env_dir: Path, unsloth: str, zoo: str, python: str = "3.11") -> Pa
 
 def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_module: str,
                sample: int | None, only: list[str] | None = None) -> dict[str, Any]:
-    """Run the probe-side runner with PYTHONPATH exposing ``probes`` only; trust it only with exit 0."""
-    pp = out_dir / "pythonpath"
-    pp.mkdir(parents=True, exist_ok=True)
-    link = pp / "probes"
-    if not link.exists():
-        link.symlink_to(REPO_ROOT / "probes", target_is_directory=True)
+    """Run the probe-side runner as a cell runs its probes (``matrix.envrun``: PYTHONPATH exposing ``probes``
+    only, offline), with unsloth's GPU path allowed on CPU; trust it only with exit 0."""
     work = out_dir / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)  # import unsloth writes unsloth_compiled_cache/ into its cwd
     result = out_dir / "runner.json"
     result.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH"))}
-    env.update(RUNNER_ENV, PYTHONPATH=str(pp))
+    env = envrun.clean_env(envrun.probes_path(out_dir), UNSLOTH_ALLOW_CPU="1")
     argv = [str(python), "-m", module, "--guard-file", str(guard), "--guard-module", guard_module,
             "--out", str(result), "--progress"]
     if sample is not None:
         argv += ["--sample", str(sample)]
     if only is not None:
         argv += ["--only", *only]
-    res = tools.run_tool(argv, cwd=work, env=env, timeout=RUN_TIMEOUT_S)
+    res = envrun.run(argv, cwd=work, env=env, timeout=RUN_TIMEOUT_S)
     (out_dir / "runner.log").write_text(res.stdout + res.stderr, encoding="utf-8")
     doc = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
     if res.returncode != 0 or doc is None:
         why = f": {doc['error']}" if doc and doc.get("error") else ""
-        raise MutationError(f"{module} exited {res.returncode}{why}\n{res.tail(20)}\n(log: {out_dir}/runner.log)")
+        how = f"timed out after {RUN_TIMEOUT_S} s" if res.returncode is None else f"exited {res.returncode}"
+        raise MutationError(f"{module} {how}{why}\n{res.tail(20)}\n(log: {out_dir}/runner.log)")
     return doc  # type: ignore[no-any-return]
 
 
@@ -347,16 +333,12 @@ def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> Score:
 
 
 def main(argv: list[str]) -> int:
-    """See the module docstring for the exit codes."""
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
-        return int(exc.code or 0)
-    try:
-        result = run(args)
-    except SkewmatrixError as exc:
-        print(f"mutation: {exc}", file=sys.stderr)
-        return exc.return_code
+    """See the module docstring for the exit codes; a failure raises ``MutationError`` (``matrix.cli.guarded``
+    turns it into 2)."""
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    result = run(args)
     pct = "n/a" if result.score is None else f"{result.score:.1%}"
     strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"
     print(f"mutation score {pct} ({result.killed}/{result.ran - result.equivalent} non-equivalent killed, "

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from matrix import settings
-from matrix.cell import CellRun, ensure_env, record_and_probe
+from matrix.cell import CellRun, record_and_probe
+from matrix.envrun import ensure_env
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed
 from matrix.spec import CellOptions

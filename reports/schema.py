@@ -39,9 +39,8 @@ def validate_cell(cell: dict[str, Any]) -> None:
     from probes import checks
 
     _validator(CELL_SCHEMA_FILE).validate(cell)
-    folders = {checks.info(n).id: Path(checks.__file__).parent / n for n in checks.REGISTRY}
     for check_id, section in (cell.get("checks") or {}).items():
-        fragment_file = folders[check_id] / "schema.json"
+        fragment_file = Path(checks.__file__).parent / str(checks.folder_of(check_id)) / "schema.json"
         fragment = json.loads(fragment_file.read_text(encoding="utf-8")) if fragment_file.is_file() else {}
         for step in section["steps"]:
             if step["status"] == "ok" and step["name"] in fragment:

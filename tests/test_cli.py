@@ -235,6 +235,52 @@ def test_harness_errors_become_2_without_a_traceback(capsys: pytest.CaptureFixtu
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "raised"), [
+    (["scan", "--zoo", ">=>1"], "ScanError"),
+    (["mutation", "--sample", "0"], "MutationError"),
+    (["bench", "scan", "--workers", "1", "--zoo", ">=>1"], "ScanError"),
+])
+def test_debug_shows_the_traceback_of_every_command(argv: list[str], raised: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    """The commands with parsers of their own raise; only ``guarded`` maps, so ``--debug`` reaches them too."""
+    out = ["--out", str(tmp_path)]
+    assert cli.main([*argv, *out]) == EXIT_HARNESS
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith(f"skewmatrix {argv[0]}: ")
+    assert cli.main(["--debug", *argv, *out]) == EXIT_HARNESS
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and raised in err
+
+
+def test_noxfile_cell_listing_exits_through_the_one_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BAD)
+    monkeypatch.setenv("SKEWMATRIX_MATRIX", str(bad))
+    with pytest.raises(SystemExit) as exit_:
+        cli.cell_ids_or_exit()
+    assert exit_.value.code == 2 and "problem(s) in the matrix file" in capsys.readouterr().err
+    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    with pytest.raises(SystemExit):
+        cli.cell_ids_or_exit()
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_checks_lists_each_capability_or_why_not(capsys: pytest.CaptureFixture) -> None:
+    from probes import checks
+
+    assert cli.main(["checks"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    for name in checks.REGISTRY:
+        at = out.index(f"{checks.info(name).id}: {checks.info(name).title}")
+        for i, kind in enumerate(checks.CAPABILITIES, 1):
+            declared = checks.capability(name, kind) is not None
+            assert out[at + i] == f"  {kind}: " + ("declared" if declared else checks.lacks(name, kind))
+        assert out[at + len(checks.CAPABILITIES) + 1] == "  training: step train"  # both checks train
+    assert "  gpu: n/a: check cpu-ce-masked-nan declares no GPU measurement (no gpu.py in " \
+           "probes/checks/cpu_ce_masked_nan/)" in out
+
+
 def test_gate_and_pinned_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     env_out = {"SKEWMATRIX_OUT": str(tmp_path)}
     old = {k: os.environ.get(k) for k in env_out}

@@ -6,12 +6,32 @@ cycles, arrows back up); pytest enforces the rules:
 * data flows one way: ``matrix`` -> ``probes``/``reports``; ``reports`` ->
   ``probes.checks`` (the registry, the vocabulary and each check's ``verdict``)
   only; ``probes`` -> nothing of the harness;
-* a check's ``__init__.py`` and ``verdict.py`` are stdlib-only (plus the
-  registry and vocabulary), because ``reports`` imports them;
+* a check's ``__init__.py``, ``verdict.py`` and ``render.py`` are stdlib-only
+  (plus the registry, its capability types and the vocabulary), because
+  ``reports`` imports them;
 * no import cycle between modules, counting function-level imports too;
-* a hazard's names (check id, folder, kernel) appear only inside its check
-  folder (the registry line excepted);
-* no module over 400 lines.
+* a hazard's names appear only inside its check folder (the registry line
+  excepted): its folder, id and kernel (the kernel's last name too), and
+  what its capabilities declare -- the function its scan target judges, the
+  guard module (dotted and as a file name) and the class a guard patches, the
+  guard file its mutation target mutates, the training count its renderer
+  names. A name two checks share (both record ``num_items_in_batch``) may
+  appear in either folder. Generic harness code is every file of ``matrix``,
+  ``probes`` and ``reports`` outside the check folders, and ``noxfile.py``;
+  the matrix files (``matrix/*.toml``) and backport payloads are data that
+  names builds and checks on purpose, and are left out;
+* tests are left out of the hazard rule too: a test of one check's detectors,
+  verdicts, scan view or mutation target must name what it tests, while the
+  tests of generic code (reports, scan, mutation) take checks from the
+  registry or use made-up ones; what the rule keeps out of tests/ is runner
+  code: no module there is a command (a ``main``, an argument parser), since
+  the harness's commands live in its packages, under these rules;
+* every capability a check folder declares has its registry type;
+* no two harness modules share a name (``matrix`` and ``reports``, packages'
+  ``__init__`` and ``__main__`` aside): a name says which room a module is in.
+  Check folders repeat the contract's names (``phases``, ``verdict``,
+  ``scan`` ...) on purpose and are left out;
+* no module over 400 lines (the GPU runner included: it is ``matrix/gpu``).
 """
 
 from __future__ import annotations
@@ -123,7 +143,7 @@ def allowed(src: str, dst: str) -> bool:
         return True
     if top_s == "reports":
         return top_d == "probes" and (dst in ("probes.checks", "probes.checks.vocabulary")
-                                      or (dst.startswith("probes.checks.") and dst.endswith(".verdict"))
+                                      or (dst.startswith("probes.checks.") and dst.endswith((".verdict", ".render")))
                                       or (dst.startswith("probes.checks.") and dst.count(".") == 2))
     return False  # probes -> harness
 
@@ -138,7 +158,8 @@ def check_folders() -> dict[str, Path]:
 
 
 def hazard_names(folder: Path) -> set[str]:
-    """The names that identify a check's hazard: its folder, id and kernel (read from its INFO, no import)."""
+    """The names that identify a check's hazard: its folder, id and kernel (read from its INFO, no import), and the
+    names its capabilities declare (imported through the registry: harness-side modules, no torch)."""
     names = {folder.name}
     tree = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
@@ -146,22 +167,91 @@ def hazard_names(folder: Path) -> set[str]:
             names.add(str(node.value.value))
             if node.arg == "kernel":
                 names.add(str(node.value.value).rsplit(".", 1)[-1])
-    return names
+    return names | declared_names(folder.name)
+
+
+def declared_names(name: str) -> set[str]:
+    """What a check's capabilities name: scanned function, guard module and file, patched class, training count."""
+    from probes import checks
+
+    if name not in checks.REGISTRY:
+        return set()
+    out: set[str] = set()
+    scan = checks.capability(name, "scan")
+    if scan is not None:
+        out.add(scan.function.split(".")[0])
+        if scan.guard is not None:
+            out |= {scan.guard.module, scan.guard.basename, scan.guard.owner}
+    mutation = checks.capability(name, "mutation")
+    if mutation is not None:
+        out |= {mutation.guard_module, mutation.guard_module.rsplit(".", 1)[-1], Path(mutation.guard_file).stem}
+    render = checks.capability(name, "render")
+    if render is not None:
+        out.add(render.TRAIN_COUNT)
+    return out
+
+
+def generic_files() -> list[Path]:
+    """Generic harness code: every text file of our packages outside the check folders, and the noxfile (matrix
+    files, backport payloads, caches and generated output are left out)."""
+    folders = set(check_folders().values())
+    out = [ROOT / "noxfile.py"]
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*")):
+            rel = path.relative_to(ROOT)
+            if (not path.is_file() or path.suffix not in (".py", ".json", ".md", ".txt", ".toml")
+                    or rel.parts[:2] in (("matrix", "backports"), ("reports", "out"))
+                    or (rel.parts[0] == "matrix" and path.suffix == ".toml") or "__pycache__" in rel.parts
+                    or folders & set(path.parents)):
+                continue
+            out.append(path)
+    return out
 
 
 def hazard_leaks() -> list[str]:
-    leaks = []
-    files = [*modules().values(), ROOT / "noxfile.py"]
-    registry = ROOT / "probes" / "checks" / "__init__.py"
-    for name, folder in check_folders().items():
+    folders = check_folders()
+    owners: dict[str, set[Path]] = {}
+    for folder in folders.values():
         for word in hazard_names(folder):
-            for path in files:
-                if folder in path.parents:
-                    continue
-                for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                    if word in line and not (path == registry and line.strip() == f'"{name}",'):
-                        leaks.append(f"{path.relative_to(ROOT)}:{n}: {word!r}")
+            owners.setdefault(word, set()).add(folder)
+    registry = ROOT / "probes" / "checks" / "__init__.py"
+    leaks = []
+    for path in generic_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if path == registry and line.strip().strip('",') in folders:
+                continue  # the registry line
+            leaks += [f"{path.relative_to(ROOT)}:{n}: {word!r}" for word in sorted(owners) if word in line]
+    # a check folder may name another check's word only where both declare it (a shared name)
+    for folder in folders.values():
+        for path in sorted(folder.rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            leaks += [f"{path.relative_to(ROOT)}: {word!r} of another check" for word, where in sorted(owners.items())
+                      if folder not in where and word in text]
     return leaks
+
+
+def commands_under_tests() -> list[str]:
+    """Modules under tests/ that are commands: a ``main`` or an argument parser (runner code belongs in the
+    packages; a test module may still print its own numbers under ``__main__``, as this one does)."""
+    out = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path == Path(__file__).resolve() or "static_corpus" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
+            out.append(f"{path.relative_to(ROOT)}: def main")
+        if any(i.split(".")[0] == "argparse" for i in _imports(path, "tests.module", False)):
+            out.append(f"{path.relative_to(ROOT)}: imports argparse")
+    return out
+
+
+def shared_names() -> dict[str, list[str]]:
+    """Module base names that more than one harness module (``matrix``, ``reports``) carries."""
+    by_name: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if name.split(".")[0] in ("matrix", "reports") and path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    return {k: sorted(v) for k, v in sorted(by_name.items()) if len(v) > 1}
 
 
 def largest() -> tuple[int, str]:
@@ -181,18 +271,20 @@ def test_no_arrows_back_up() -> None:
 
 
 def test_verdict_and_check_info_modules_are_stdlib_only() -> None:
-    ours = {"probes", "probes.checks", "probes.checks.vocabulary"}
+    ours = {"probes", "probes.checks", "probes.checks.vocabulary", "probes.checks.capabilities"}
     bad = {}
     for folder in check_folders().values():
-        for f in ("__init__.py", "verdict.py"):
+        for f in ("__init__.py", "verdict.py", "render.py"):
             path = folder / f
             if not path.is_file():
-                bad[str(path.relative_to(ROOT))] = ["missing"]
+                if f != "render.py":  # optional: a check may declare no step renderer
+                    bad[str(path.relative_to(ROOT))] = ["missing"]
                 continue
             name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
             tops = set(_imports(path, name, f == "__init__.py"))
             foreign = sorted(i for i in tops if i.split(".")[0] not in STDLIB and i not in ours
-                             and not i.startswith("probes.checks.vocabulary.") and i != "probes.checks.CheckInfo")
+                             and not i.startswith(("probes.checks.vocabulary.", "probes.checks.capabilities."))
+                             and i != "probes.checks.CheckInfo")
             if foreign:
                 bad[str(path.relative_to(ROOT))] = foreign
     assert bad == {}
@@ -212,6 +304,33 @@ def test_every_check_folder_is_registered_and_meets_the_contract() -> None:
         assert (folder / "phases.py").is_file() and (folder / "verdict.py").is_file(), name
 
 
+def test_every_declared_capability_has_its_registry_type() -> None:
+    from probes import checks
+
+    types = {"scan": checks.ScanTarget, "mutation": checks.MutationTarget, "gpu": checks.GpuMeasure}
+    bad = []
+    for name in checks.REGISTRY:
+        for kind in checks.CAPABILITIES:
+            value = checks.capability(name, kind)
+            if value is None:
+                continue
+            if kind == "render":
+                ok = isinstance(getattr(value, "TRAIN_COUNT", None), str) and callable(getattr(value, "details", None))
+            else:
+                ok = isinstance(value, types[kind])
+            if not ok:
+                bad.append(f"{name}/{kind}")
+    assert bad == []
+
+
+def test_no_command_lives_under_tests() -> None:
+    assert commands_under_tests() == []
+
+
+def test_no_two_harness_modules_share_a_name() -> None:
+    assert shared_names() == {}
+
+
 def test_no_module_over_the_size_limit() -> None:
     big = {str(p.relative_to(ROOT)): n for p in modules().values()
            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
@@ -227,9 +346,12 @@ def test_importing_the_harness_starts_nothing_heavy() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # run as a script, tests/ comes first on the path, and tests/probes shadows probes
     g = graph()
     lines, path = largest()
     print(f"modules: {len(g)}; largest: {path} ({lines} lines)")
     print(f"import cycles: {len(cycles(g))} {cycles(g)}")
     print(f"arrows back up: {len(arrows_back_up(g))} {arrows_back_up(g)}")
-    print(f"hazard names outside their check folder: {len(hazard_leaks())}")
+    print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
+    print(f"commands under tests/: {commands_under_tests()}")
+    print(f"harness module names shared: {shared_names()}")

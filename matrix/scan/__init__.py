@@ -11,6 +11,7 @@ when it names none). ``--confirm`` builds the boundary releases (and the ones th
 detector could not decide) and runs the runtime detector on them. Modules,
 one concern each:
 
+* ``terms``: the scan's errors, what it wants out of a file and what an extract holds;
 * ``run``: the orchestration and ``ScanOptions``; ``[k/N]`` progress;
 * ``policy``: release policy, the timeline with ``fixed_since``, floors, exposure, ``recommended_zoo``;
 * ``cache``: the persistent cache (pages, extracts, analyses) and atomic 0644 writes;
@@ -19,20 +20,19 @@ one concern each:
   heuristics for unsloth);
 * ``confirm``: runtime confirmation in throwaway envs;
 * ``compare``: the scan against cell results;
-* ``cli``: ``main(argv) -> int``; ``bench``: ``nox -s bench -- scan``.
+* ``command``: ``skewmatrix scan`` (``main(argv) -> int``); its benchmark is ``matrix.bench.scan``.
 
 Output: ``scan.json`` (schema ``reports/scan.schema.json``) and ``scan.md``
 (``reports.render.scan_markdown``). Nothing here imports ``matrix.pipeline``.
 """
 
-from matrix.scan.bench import bench
 from matrix.scan.cache import ScanIndex, write_atomic
-from matrix.scan.cli import main, summary, write
+from matrix.scan.command import main, summary, write
 from matrix.scan.compare import compare_with_cells
 from matrix.scan.fetch import FULL_DOWNLOAD_MAX, Fetcher, record_digest
-from matrix.scan.model import SCHEMA, Extract, FetchError, ScanError, Want
 from matrix.scan.policy import Recommendation, admitted_floor, exposure, recommended_zoo, timeline
 from matrix.scan.run import ScanOptions, analyzer_key, run
+from matrix.scan.terms import SCHEMA, Extract, FetchError, ScanError, Want
 from matrix.scan.unsloth import INIT_MEMBER, guard_in_source, guard_state, zoo_requirements
 from matrix.scan.zoo import Scanned, classify_zoo, scanned
 
@@ -51,7 +51,6 @@ __all__ = [
            "Want",
            "admitted_floor",
            "analyzer_key",
-           "bench",
            "classify_zoo",
            "compare_with_cells",
            "exposure",

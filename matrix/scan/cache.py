@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from matrix.errors import IndexLookupError
 from matrix.index import IndexClient, Release, releases_from_page
-from matrix.scan.model import ScanError
+from matrix.scan.terms import ScanError
 
 FILE_MODE = 0o644
 

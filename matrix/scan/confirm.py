@@ -7,8 +7,8 @@ Each is installed into a fresh env with uv (``unsloth_zoo==V``, and unsloth
 with that zoo forced by an override, because zoo refuses to import when
 unsloth cannot be found; nothing imports unsloth), the runtime detector its
 scan target names (``module:function``, called with ``"cpu"``) runs there in a
-process of its own (``probes`` on PYTHONPATH,
-``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1``, offline, in a scratch
+process of its own (through ``matrix.envrun``: ``probes`` on PYTHONPATH,
+offline, ``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1``, in a scratch
 directory), and the env is deleted.
 
 Per release the scan records ``confirmed_by``: ``runtime`` when the runtime
@@ -20,9 +20,7 @@ verdict agrees with the static one (or decides a static ``unknown``),
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrix import envrun
 from matrix.scan.policy import boundaries, considered
-from matrix.settings import REPO_ROOT
-from matrix.tools import redact_text, run_tool, uv_bin
 
 PYTHON = "3.11"
 INSTALL_TIMEOUT_S = 1200
@@ -44,10 +41,8 @@ def runtime_code(runtime: str) -> str:
     module, _, function = runtime.partition(":")
     return f"import json; from {module} import {function}; print(json.dumps({function}('cpu')))"
 
-# The probes need no network: keep the libraries under test off it (hubs, telemetry).
-RUN_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1",
-           "UNSLOTH_DISABLE_STATISTICS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# zoo imports without unsloth and without a GPU (the raw probe process of a cell sets the same).
+RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RUNTIME_VERDICTS = ("vulnerable", "fixed", "absent")
 
 
@@ -76,14 +71,6 @@ def pick(zoo: list[dict[str, Any]], include_yanked: bool, max_unknown: int) -> l
     return sorted(picks.items(), key=lambda kv: order[kv[0]])
 
 
-def _probes_path(where: Path) -> Path:
-    """A PYTHONPATH entry that exposes the repository's ``probes`` package and nothing else."""
-    pp = where / "pythonpath"
-    pp.mkdir(parents=True, exist_ok=True)
-    (pp / "probes").symlink_to(REPO_ROOT / "probes", target_is_directory=True)
-    return pp
-
-
 def run_runtime(version: str, workdir: Path, *, runtime: str, python: str = PYTHON) -> RuntimeVerdict:
     """Install zoo ``version`` into a fresh env under ``workdir``, run the runtime detector ``runtime``
     (``module:function``), delete the env."""
@@ -91,38 +78,30 @@ def run_runtime(version: str, workdir: Path, *, runtime: str, python: str = PYTH
     root = Path(tempfile.mkdtemp(prefix=f"confirm-{version}-", dir=workdir))
     env_dir = root / "env"
     try:
-        uv = uv_bin()
-        res = run_tool([uv, "venv", "--quiet", "--python", python, str(env_dir)], timeout=300)
+        res = envrun.create_env(env_dir, python)
         if not res.ok:
             return RuntimeVerdict(version, "error", f"uv venv failed: {res.tail(5)}", time.monotonic() - t0)
-        overrides = root / "overrides.txt"
-        overrides.write_text(f"unsloth_zoo=={version}\n", encoding="utf-8")
         py = env_dir / "bin" / "python"
-        res = run_tool([uv, "pip", "install", "--quiet", "--python", str(py), "unsloth", f"unsloth_zoo=={version}",
-                        "--overrides", str(overrides)], timeout=INSTALL_TIMEOUT_S)
+        res = envrun.install(py, ["unsloth", f"unsloth_zoo=={version}"], [f"unsloth_zoo=={version}"],
+                             root / "overrides.txt", INSTALL_TIMEOUT_S, quiet=True)
         if not res.ok:
             return RuntimeVerdict(version, "error", f"uv pip install unsloth_zoo=={version} failed "
                                   f"(exit {res.returncode}): {res.tail(5)}", time.monotonic() - t0)
         scratch = root / "work"
         scratch.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("UNSLOTH_", "VIRTUAL_ENV", "PYTHON"))}
-        env.update(RUN_ENV, PYTHONPATH=str(_probes_path(root)))
-        # Exactly this environment (run_tool would merge the caller's UNSLOTH_* variables back in).
-        try:
-            proc = subprocess.run([str(py), "-c", runtime_code(runtime)], cwd=scratch, env=env, capture_output=True,
-                                  text=True, timeout=RUN_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
+        ran = envrun.run([str(py), "-c", runtime_code(runtime)], cwd=scratch, timeout=RUN_TIMEOUT_S,
+                         env=envrun.clean_env(envrun.probes_path(root), **RAW_ENV))
+        if ran.returncode is None:
             return RuntimeVerdict(version, "error", f"the runtime detector timed out after {RUN_TIMEOUT_S} s",
                                   time.monotonic() - t0)
-        lines = proc.stdout.strip().splitlines()
+        lines = ran.stdout.strip().splitlines()
         try:
-            out = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+            out = json.loads(lines[-1]) if ran.returncode == 0 and lines else None
         except ValueError:
             out = None
         if not isinstance(out, dict) or out.get("verdict") not in RUNTIME_VERDICTS:
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-            return RuntimeVerdict(version, "error", f"the runtime detector failed (exit {proc.returncode}): "
-                                  f"{redact_text(tail)}", time.monotonic() - t0)
+            return RuntimeVerdict(version, "error", f"the runtime detector failed (exit {ran.returncode}): "
+                                  f"{ran.tail(5)}", time.monotonic() - t0)
         return RuntimeVerdict(version, out["verdict"], str(out.get("reason", "")), time.monotonic() - t0,
                               out.get("torch_version"))
     finally:

@@ -23,7 +23,7 @@ from typing import IO
 
 from matrix.index import DistFile, HTTPFetchError, IndexHTTP, RangeFile, RangeNotSupportedError
 from matrix.scan.cache import extract_path, read_json, write_atomic
-from matrix.scan.model import Extract, FetchError, Want
+from matrix.scan.terms import Extract, FetchError, Want
 
 # Files at most this big are downloaded whole (sha256 checked); larger wheels are read by range.
 FULL_DOWNLOAD_MAX = 16 * 1024 * 1024

@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from matrix.index import Release
-from matrix.scan.model import ScanError
+from matrix.scan.terms import ScanError
 
 # Verdicts that forbid recommending any release at or before them.
 UNSAFE = frozenset({"vulnerable", "inconsistent"})

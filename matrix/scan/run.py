@@ -28,8 +28,8 @@ from matrix.scan import unsloth as unsloth_mod
 from matrix.scan import zoo as zoo_mod
 from matrix.scan.cache import ScanIndex, analysis_path, read_json, write_atomic
 from matrix.scan.fetch import Fetcher
-from matrix.scan.model import AST_LOCK, SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
 from matrix.scan.policy import admitted_floor, exposure, parse_spec, select, timeline
+from matrix.scan.terms import AST_LOCK, SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
 from matrix.scan.zoo import Scanned, scanned
 from matrix.settings import scan_cache_dir
 

@@ -24,7 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from matrix.scan.model import ZOO, Extract, Want
+from matrix.scan.terms import ZOO, Extract, Want
 from matrix.scan.zoo import Scanned
 from probes.checks import GuardScan
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.scan.model import AST_LOCK, Extract, ScanError, Want
+from matrix.scan.terms import AST_LOCK, Extract, ScanError, Want
 from probes import checks
 from probes.checks import ScanTarget
 

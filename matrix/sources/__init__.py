@@ -1,4 +1,4 @@
-"""Build sources: one module per kind behind ``matrix.sources.base.BuildSource``.
+"""Build sources: one module per kind behind ``matrix.sources.interface.BuildSource``.
 
 A source turns a matrix entry into something uv can install (a requirement
 string or a local wheel) plus a content digest, because a build's identity is
@@ -9,8 +9,8 @@ value of a matrix file to its class; a new kind is a new module here.
 from __future__ import annotations
 
 from matrix.sources.backport import BackportSource
-from matrix.sources.base import BuildSource, Materialized
 from matrix.sources.git import GitSource
+from matrix.sources.interface import BuildSource, Materialized
 from matrix.sources.path import PathSource
 from matrix.sources.pypi import PypiSource
 

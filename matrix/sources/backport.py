@@ -3,7 +3,7 @@
 Keys: ``base`` (required, the name of another build of the same package in
 the matrix file) and ``backport`` (required, a folder under
 ``matrix/backports/`` or a path relative to the matrix file holding a
-``backport.toml``; see ``matrix.backport``). The base is materialised to a
+``backport.toml``; see ``matrix.sources.backport_build``). The base is materialised to a
 wheel first (a PyPI base is downloaded from the index and its sha256 checked
 against the index), then edited and repacked. The digest is the new wheel's.
 """
@@ -21,10 +21,10 @@ from typing import ClassVar
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from matrix.backport import Manifest, build_backport, confined, load_manifest
 from matrix.errors import BackportError, BuildError
 from matrix.index import IndexClient, redact
-from matrix.sources.base import BuildSource, Materialized, sha256_file
+from matrix.sources.backport_build import Manifest, build_backport, confined, load_manifest
+from matrix.sources.interface import BuildSource, Materialized, sha256_file
 from matrix.sources.pypi import PypiSource
 
 BACKPORTS_DIR = Path(__file__).resolve().parent.parent / "backports"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from matrix.errors import BuildError
-from matrix.sources.base import BuildSource, Materialized, sha256_file, sha256_tree
+from matrix.sources.interface import BuildSource, Materialized, sha256_file, sha256_tree
 from matrix.sources.path import build_wheel
 from matrix.tools import run_tool
 

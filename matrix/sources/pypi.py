@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from packaging.version import InvalidVersion, Version
 
-from matrix.sources.base import BuildSource, Materialized
+from matrix.sources.interface import BuildSource, Materialized
 
 
 @dataclass(frozen=True)

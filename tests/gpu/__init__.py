@@ -1,1 +1,1 @@
-"""The GPU device check (issue 14): an offline wheelhouse, an in-place runner, a dtype/optimizer measurement."""
+"""Tests of the GPU device check (issue 14; the runner is matrix/gpu, the measurement the check's gpu.py)."""

@@ -1,4 +1,5 @@
-"""The GPU device check, tested where there is no GPU: its CPU dry run (with its CPU self-check) and its pure parts.
+"""The GPU device check (``matrix/gpu`` with the fused check's GPU capability), tested where there is no GPU: its
+CPU dry run (with its CPU self-check) and its pure parts.
 
 The integration tests build what the GPU machine would have -- a Python
 holding torch, transformers, peft and accelerate and nothing of unsloth --
@@ -23,9 +24,15 @@ from typing import Any
 
 import pytest
 
-from tests.gpu import run_check
-from tests.gpu.build_wheelhouse import batches
-from tests.gpu.cases import CASES, COMPILE_MODES, DTYPES, all_pins, case
+from matrix.gpu import GpuCheckError
+from matrix.gpu import cells as gpu_cells
+from matrix.gpu.interpreter import Interpreter
+from matrix.gpu.wheelhouse import batches, pick_wheels
+from probes.checks.fused_ce_masked_nan.gpu import CASES, COMPILE_MODES, DTYPES, MEASURE, summary_table
+
+case = MEASURE.case
+all_pins = MEASURE.all_pins
+MATRIX_FILE = Path(__file__).resolve().parents[2] / MEASURE.matrix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASE = "guard-zoo-2026.9.3"
@@ -41,11 +48,11 @@ IMAGE = ("torch==2.12.1", "torchvision==0.27.1", "triton==3.7.1", "transformers=
 
 
 def test_every_case_has_both_cells_declared_in_the_merge_matrix() -> None:
-    ids = {run_check.declared_cell(c.cell_id(m)).id for c in CASES for m in COMPILE_MODES}
+    ids = {gpu_cells.declared_cell(MEASURE, c.cell_id(m)).id for c in CASES for m in COMPILE_MODES}
     assert len(ids) == 6
     for c in CASES:
         for m in COMPILE_MODES:
-            declared = run_check.declared_cell(c.cell_id(m))
+            declared = gpu_cells.declared_cell(MEASURE, c.cell_id(m))
             assert (declared.options.device, declared.options.compile) == ("cuda", m)
 
 
@@ -53,7 +60,7 @@ def test_merge_matrix_keeps_the_default_matrix_cpu_cells() -> None:
     from matrix import spec
 
     default = spec.load(spec.DEFAULT_MATRIX, check_index=False)
-    merged = spec.load(run_check.MATRIX_FILE, check_index=False)
+    merged = spec.load(MATRIX_FILE, check_index=False)
     cpu = {c.id: c for c in merged.cells if c.options.device == "cpu"}
     assert set(cpu) == {c.id for c in default.cells}
     for c in default.cells:
@@ -85,20 +92,20 @@ def test_pick_wheels_takes_the_wheel_this_interpreter_can_install() -> None:
     other = [{"file": f"wheels/{p}-{v}.whl", "project": p, "version": v, "tags": ["py3-none-any"]}
              for p, v in case(CASE).pins() if p != "multiprocess"]
     doc = {"wheels": [*wheels, *other], "pythons": ["3.11", "3.12"]}
-    got = run_check.pick_wheels(doc, Path("wh"), case(CASE), frozenset({"py312-none-any", "py3-none-any"}))
+    got = pick_wheels(doc, Path("wh"), case(CASE), frozenset({"py312-none-any", "py3-none-any"}))
     assert [w["file"] for w in got if w["project"] == "multiprocess"] == [wheels[1]["file"]]
-    with pytest.raises(run_check.CheckError, match=r"multiprocess==0\.70\.16"):
-        run_check.pick_wheels(doc, Path("wh"), case(CASE), frozenset({"py310-none-any", "py3-none-any"}))
+    with pytest.raises(GpuCheckError, match=r"multiprocess==0\.70\.16"):
+        pick_wheels(doc, Path("wh"), case(CASE), frozenset({"py310-none-any", "py3-none-any"}))
 
 
 def test_a_case_that_cannot_install_becomes_error_cells_naming_the_missing_wheels(tmp_path: Path) -> None:
     from reports.schema import validate_cell
 
-    interp = run_check.Interpreter(Path("python3"), "3.12", frozenset({"py3-none-any"}), tmp_path / "site", True,
+    interp = Interpreter(Path("python3"), "3.12", frozenset({"py3-none-any"}), tmp_path / "site", True,
                                    "NVIDIA H200", "2.11.0")
     doc = {"wheels": [], "pythons": ["3.12"], "total_bytes": 0}
     messages: list[str] = []
-    cells = run_check.run_case(case("zoo-2026.10.9"), interp, doc, tmp_path / "wh", tmp_path / "out",
+    cells = gpu_cells.run_case(MEASURE, case("zoo-2026.10.9"), interp, doc, tmp_path / "wh", tmp_path / "out",
                                tmp_path / "scratch", False, 10, 10.0, messages.append)
     assert [c["cell_id"] for c in cells] == [case("zoo-2026.10.9").cell_id(m) for m in COMPILE_MODES]
     for cell in cells:
@@ -108,7 +115,7 @@ def test_a_case_that_cannot_install_becomes_error_cells_naming_the_missing_wheel
         assert cell["gpu"]["reason"].startswith("not installed:")
         assert json.loads((tmp_path / "out" / "cells" / cell["cell_id"] / "cell.json").read_text()) == cell
     # The table still has a row per dtype for the case, with the reason.
-    assert run_check.summary_table(cells).count("not installed:") == len(COMPILE_MODES) * len(DTYPES)
+    assert summary_table(cells).count("not installed:") == len(COMPILE_MODES) * len(DTYPES)
 
 
 def _entry(dtype: str, batch: str, loss: float, grad_finite: bool, weight_finite: bool, moved: bool,
@@ -127,7 +134,7 @@ def test_summary_table_says_what_went_non_finite_per_dtype() -> None:
         _entry("bf16", "all_masked", float("nan"), False, False, True),
         _entry("fp16+scaler", "all_masked_n0", 0.0, True, True, False, skipped=True),
     ]}}}
-    rows = run_check.summary_table([cell]).splitlines()[2:]
+    rows = summary_table([cell]).splitlines()[2:]
     assert rows == [
         "| zoo-2026.9.3 | on | fp32 | **non-finite** | finite | finite | - |",
         "| zoo-2026.9.3 | on | bf16 | **non-finite** | **non-finite** | **non-finite**, moved | - |",
@@ -159,7 +166,7 @@ def image_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gpu-wheelhouse")
     env = {**os.environ, "PATH": f"{Path(_uv()).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    res = subprocess.run([sys.executable, "-m", "tests.gpu.build_wheelhouse", "--out", str(out), "--python", "3.11"],
+    res = subprocess.run([sys.executable, "-m", "matrix", "gpu-wheelhouse", "--out", str(out), "--python", "3.11"],
                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     return out
@@ -169,7 +176,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dry_run(image_python: Path, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gpu-dry-run")
     env = {**os.environ, "PATH": f"{Path(_uv()).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    res = subprocess.run([sys.executable, "-m", "tests.gpu.run_check", "--wheelhouse", str(wheelhouse), "--out",
+    res = subprocess.run([sys.executable, "-m", "matrix", "gpu-check", "--wheelhouse", str(wheelhouse), "--out",
                           str(out), "--python", str(image_python), "--cases", CASE],
                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
@@ -196,7 +203,7 @@ def test_dry_run_writes_well_formed_cells_that_say_no_cuda(dry_run: Path) -> Non
         cell = cells[c.cell_id(mode)]
         validate_cell(cell)
         assert cell["options"]["device"] == "cuda" and cell["options"]["compile"] == mode
-        assert cell["error"]["message"].startswith(run_check.NO_CUDA)
+        assert cell["error"]["message"].startswith(gpu_cells.NO_CUDA)
         assert cell["probes"] is None
         gpu = cell["gpu"]
         assert gpu["dry_run"] is True and gpu["compile"] == mode
@@ -207,35 +214,36 @@ def test_dry_run_writes_well_formed_cells_that_say_no_cuda(dry_run: Path) -> Non
         assert gpu["wheelhouse"]["guard_wheel"]["same_as_wheelhouse"] is True  # same backport folder, same RECORD
         entries = gpu["mode"]["entries"]
         assert len(entries) == len(DTYPES) * 3 * 2 * 2  # dtypes x batches x routes x optimizers
-        assert {e["reason"] for e in entries} == {run_check.NO_CUDA}
+        assert {e["reason"] for e in entries} == {gpu_cells.NO_CUDA}
         installed = {d["name"].replace("_", "-").lower(): d for d in cell["installed"]}
         assert installed["unsloth"]["direct_url"].endswith(".whl")  # the rebuilt guard wheel, by file
         assert installed["unsloth"]["backport"]["backport"] == "unsloth-guard"
         assert installed["unsloth-zoo"]["version"] == "2026.9.3"
         assert installed["torch"]["location"] == "interpreter" and cell["torch"]["version"] == "2.12.1"
     summary = (dry_run / "gpu-summary.md").read_text()
-    assert summary.count(run_check.NO_CUDA) == len(COMPILE_MODES) * len(DTYPES)
+    assert summary.count(gpu_cells.NO_CUDA) == len(COMPILE_MODES) * len(DTYPES)
 
 
 @pytest.mark.integration
 def test_dry_run_cells_merge_into_the_report(dry_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from matrix import pipeline
 
-    monkeypatch.setenv("SKEWMATRIX_MATRIX", str(run_check.MATRIX_FILE))
+    monkeypatch.setenv("SKEWMATRIX_MATRIX", str(MATRIX_FILE))
     monkeypatch.setenv("SKEWMATRIX_OUT", str(tmp_path / "out"))
     rep = pipeline.report([dry_run], out=tmp_path / "out", log=lambda _msg: None)
     by_id = {c["cell_id"]: c for c in rep["cells"]}
     for mode in COMPILE_MODES:
         cell = by_id[case(CASE).cell_id(mode)]
         assert cell["gpu"]["case"] == CASE
-        assert cell["error"]["message"].startswith(run_check.NO_CUDA)
+        assert cell["error"]["message"].startswith(gpu_cells.NO_CUDA)
     assert case(CASE).unsloth_row("on") in rep["grid"]["unsloth"]
     assert (tmp_path / "out" / "report.json").is_file()
 
 
 @pytest.mark.integration
 def test_dry_run_cpu_check_separates_loss_gradients_and_weights(dry_run: Path) -> None:
-    """measure.py itself, run on CPU by the dry run (``gpu.cpu_check``): the guard answers the all-masked batch."""
+    """gpu_measure.py itself, run on CPU by the dry run (``gpu.cpu_check``): the guard answers the all-masked
+    batch."""
     cell = json.loads((dry_run / "cells" / case(CASE).cell_id("off") / "cell.json").read_text())
     check = cell["gpu"]["cpu_check"]
     assert check["device"] == "cpu"

@@ -117,8 +117,9 @@ def test_mutation_session_scores_a_sample(tmp_path: Path) -> None:
     """`nox -s mutation -- --sample N`: a real cell env (vulnerable zoo), one import, a scored sample.
 
     Expected from reasoning, not from a run: the bar holds on any sample, because every generated
-    mutant of the guard is killed or listed in matrix/mutation_equivalents.toml with an argument
-    (one slack for a mutant whose fate depends on the host's speed, such as a probe that compiles).
+    mutant of the guard is killed or listed in the check's mutation_equivalents.toml
+    (probes/checks/fused_ce_masked_nan/) with an argument (one slack for a mutant whose fate depends
+    on the host's speed, such as a probe that compiles).
     """
     out = tmp_path / "out"
     proc = run_nox(tmp_path / "envs", "-s", "mutation", "--", "--sample", "12", "--out", str(out), out=out)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.backport import build_backport, load_manifest, pack, unpack
 from matrix.errors import BackportError
+from matrix.sources.backport_build import build_backport, load_manifest, pack, unpack
 
 INIT = "import os\nfrom .core import thing\nVALUE = 1\nVALUE = 1\n"
 

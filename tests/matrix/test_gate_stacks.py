@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrix import gate, spec, stacks
+from matrix import release_gate as gate
+from matrix import spec, stacks
 from matrix.tools import ToolResult
 
 LOCK = """accelerate==1.16.0

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from matrix import mutation
+from matrix import cli, mutation
 from matrix.spec import REPO_ROOT
 from probes.checks.fused_ce_masked_nan import mutation_ops as mutate
 from probes.checks.fused_ce_masked_nan.mutation import TARGET
@@ -173,14 +173,14 @@ def test_markdown_lists_survivors_and_equivalents() -> None:
 
 
 def test_bad_input_exits_2_before_any_env_is_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert mutation.main(["--guard-file", str(tmp_path / "missing.py"), "--out", str(tmp_path)]) == 2
+    assert cli.main(["mutation", "--guard-file", str(tmp_path / "missing.py"), "--out", str(tmp_path)]) == 2
     assert "--guard-file" in capsys.readouterr().err
     guard = tmp_path / "g.py"
     guard.write_text(SOURCE, encoding="utf-8")
-    assert mutation.main(["--guard-file", str(guard), "--sample", "0", "--out", str(tmp_path)]) == 2
-    assert mutation.main(["--guard-file", str(guard), "--check", "nope", "--out", str(tmp_path)]) == 2
+    assert cli.main(["mutation", "--guard-file", str(guard), "--sample", "0", "--out", str(tmp_path)]) == 2
+    assert cli.main(["mutation", "--guard-file", str(guard), "--check", "nope", "--out", str(tmp_path)]) == 2
     assert "valid:" in capsys.readouterr().err
-    assert mutation.main(["--no-such-option"]) == 2
+    assert cli.main(["mutation", "--no-such-option"]) == 2
 
 
 def test_main_scores_a_runner_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -258,4 +258,4 @@ def test_rescore_applies_an_edited_equivalence_list_without_running(tmp_path: Pa
     assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(eq)]) == 0
     assert "| `b` | equivalent | `a != b` | the same for every input |" in (out / "mutation.md").read_text(
         encoding="utf-8")
-    assert mutation.main(["--rescore", "--out", str(tmp_path / "none")]) == 2
+    assert cli.main(["mutation", "--rescore", "--out", str(tmp_path / "none")]) == 2

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from matrix import cell as cell_mod
-from matrix import spec
+from matrix import envrun, spec
 from matrix.cell import CellRun
 from matrix.sources import Materialized
 from matrix.tools import ToolResult
@@ -52,11 +52,12 @@ def fake_tools(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
             return real_run(argv, *args, **kwargs)  # not the probe process (e.g. platform's `uname -p`)
         return subprocess.CompletedProcess(argv, 1)
 
-    monkeypatch.setattr(cell_mod, "uv_bin", lambda: "uv")
-    monkeypatch.setattr(cell_mod, "run_tool", run_tool)
+    for module in (cell_mod, envrun):  # the admissibility question (cell), the env and its install (envrun)
+        monkeypatch.setattr(module, "uv_bin", lambda: "uv")
+        monkeypatch.setattr(module, "run_tool", run_tool)
     monkeypatch.setattr(cell_mod, "disk_problem", lambda where: None)
     monkeypatch.setattr(cell_mod, "installed", lambda env_dir: [dict(d) for d in INSTALLED])
-    monkeypatch.setattr(cell_mod.subprocess, "run", probes)
+    monkeypatch.setattr(envrun.subprocess, "run", probes)
     return calls
 
 

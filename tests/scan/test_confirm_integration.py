@@ -20,9 +20,8 @@ pytestmark = pytest.mark.integration
 
 def test_confirm_agrees_on_the_boundary(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from matrix.scan import main; sys.exit(main(sys.argv[1:]))",
-         "--zoo", ">=2026.10.5,<=2026.10.6", "--no-unsloth", "--confirm", "--out", str(tmp_path / "out"),
-         "--cache", str(tmp_path / "cache")],
+        [sys.executable, "-m", "matrix", "scan", "--zoo", ">=2026.10.5,<=2026.10.6", "--no-unsloth", "--confirm",
+         "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")],
         cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "scan.json").read_text())

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from matrix import scan
+from matrix import cli, scan
 from matrix.scan import confirm
 from matrix.scan.confirm import RuntimeVerdict
 from tests.scan.fakes import FakeHost, clients, page, wheel
@@ -98,7 +98,7 @@ def test_disagreement_is_inconsistent_and_exits_1(host: FakeHost, tmp_path: Path
     monkeypatch.setattr(confirm, "run_runtime", runner_saying(
         {"2026.2.0": "vulnerable", "2026.3.0": "vulnerable", "2026.4.0": "fixed"}, seen))
     out = tmp_path / "out"
-    code = scan.main(["--no-unsloth", "--confirm", "--confirm-max", "0", "--out", str(out),
+    code = cli.main(["scan", "--no-unsloth", "--confirm", "--confirm-max", "0", "--out", str(out),
                       "--cache", str(tmp_path / "cache")])
     captured = capsys.readouterr()
     assert code == 1, captured.err

@@ -14,7 +14,7 @@ import httpx
 import jsonschema
 import pytest
 
-from matrix import scan
+from matrix import cli, scan
 from matrix.errors import IndexLookupError
 from matrix.index import IndexClient
 from tests.scan.fakes import FILES, INDEX, FakeHost, clients, page, sdist, wheel
@@ -360,7 +360,7 @@ def test_compare_computes_the_dynamic_state_of_a_raw_cell() -> None:
 
 
 def test_main_bad_spec_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert scan.main(["--zoo", ">=>1", "--out", str(tmp_path), "--cache", str(tmp_path)]) == 2
+    assert cli.main(["scan", "--zoo", ">=>1", "--out", str(tmp_path), "--cache", str(tmp_path)]) == 2
     assert "--zoo '>=>1': not a valid version specifier set" in capsys.readouterr().err
 
 
@@ -369,7 +369,7 @@ def test_main_index_unreachable_exits_2(capsys: pytest.CaptureFixture[str], tmp_
     monkeypatch.setenv("UV_DEFAULT_INDEX", "https://u:pw123@index.invalid/simple")
     monkeypatch.setattr(IndexClient, "_page", lambda self, p: (_ for _ in ()).throw(
         IndexLookupError(f"{p}: the index {self.url} is unreachable (test)")))
-    assert scan.main(["--out", str(tmp_path), "--cache", str(tmp_path / "c")]) == 2
+    assert cli.main(["scan", "--out", str(tmp_path), "--cache", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert "unsloth-zoo: the index https://index.invalid/simple is unreachable" in err and "pw123" not in err
 

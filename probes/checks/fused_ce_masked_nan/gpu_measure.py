@@ -1,4 +1,4 @@
-"""The GPU measurement: loss, each gradient, weights after an optimizer step, and the GradScaler, per dtype.
+"""This check's GPU measurement: loss, each gradient, weights after an optimizer step, the GradScaler, per dtype.
 
 Runs inside a case's interpreter (the GPU image's Python with the case's
 wheels on ``PYTHONPATH``), in a working directory of its own, after
@@ -22,10 +22,11 @@ run still imports unsloth, which proves the wheelhouse is complete; with
 result file is rewritten after every entry, so a run stopped at its time
 limit keeps what it measured.
 
-    python tests/gpu/measure.py --out F.json --device cuda --compile off,on
+    python -m probes.checks.fused_ce_masked_nan.gpu_measure --out F.json --device cuda --compile off,on
 
-Inputs come from ``probes.checks.fused_ce_masked_nan.kernel`` (seeded batch
-builders, the kernel routes), so the numbers are comparable with the probes'.
+Inputs come from ``kernel.py`` of this check (seeded batch builders, the
+kernel routes), so the numbers are comparable with the probes'. The harness
+runs it through the check's GPU capability (``gpu.py``, ``matrix/gpu``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import traceback
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from . import GUARD_MODULE
 
 SCHEMA = "skewmatrix.gpu-measure/1"
 DTYPES = ("fp32", "bf16", "fp16+scaler")
@@ -97,7 +100,7 @@ def leaves(dtype: str, batch_kind: str, device: str) -> tuple[dict[str, Any], An
     """The trainable leaves (hidden, weight) in the parameter dtype, and the batch they feed."""
     import torch
 
-    from probes.checks.fused_ce_masked_nan import kernel
+    from . import kernel
 
     b = kernel.make_batch("all_masked" if batch_kind.startswith("all_masked") else "dense", device=device)
     param_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
@@ -113,7 +116,7 @@ def one_entry(dtype: str, batch_kind: str, route: str, optimizer: str, torch_com
               device: str) -> dict[str, Any]:
     import torch
 
-    from probes.checks.fused_ce_masked_nan import kernel
+    from . import kernel
 
     entry: dict[str, Any] = {"dtype": dtype, "batch": batch_kind, "route": route, "optimizer": optimizer}
     if optimizer == "default":
@@ -235,7 +238,7 @@ def na_mode(torch_compile: bool, reason: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="tests/gpu/measure.py", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=f"python -m {__package__}.gpu_measure", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
     # cpu: a plumbing check of this module on a host without a GPU (the tests use it); the device check runs cuda.
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -272,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         write(args.out, doc)
         return 0
     doc["import_unsloth"] = {"ok": True, "seconds": round(time.perf_counter() - start, 3)}
-    guard = sys.modules.get("unsloth.fused_ce_guard")
+    guard = sys.modules.get(GUARD_MODULE)
     doc["guard_module"] = None if guard is None else {
         "file": getattr(guard, "__file__", None),
         "is_installed": bool(guard.is_installed()) if callable(getattr(guard, "is_installed", None)) else None}

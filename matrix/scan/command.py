@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from matrix.errors import SkewmatrixError
+from matrix.arguments import parse
 from matrix.scan.cache import write_atomic
-from matrix.scan.model import ScanError
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
+from matrix.scan.terms import ScanError
 from matrix.settings import CACHE_ENV, out_dir
 from probes import checks
 from reports.render.scan_markdown import render as render_markdown
@@ -95,18 +95,17 @@ def options(ns: argparse.Namespace) -> ScanOptions:
 
 
 def main(argv: list[str]) -> int:
-    """Scan, write, summarise; the exit code is in the module docstring."""
-    ns = parser("skewmatrix scan").parse_args(argv)
+    """Scan, write, summarise; the exit code is in the module docstring (a failure raises ``ScanError``,
+    which ``matrix.cli.guarded`` turns into 2)."""
+    ns = parse(parser("skewmatrix scan"), argv)
+    if isinstance(ns, int):
+        return ns
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    try:
-        doc = run(options(ns), cache=ns.cache, log=progress)
-        paths = write(doc, ns.out or out_dir())
-    except SkewmatrixError as exc:
-        print(f"skewmatrix scan: {exc}", file=sys.stderr)
-        return exc.return_code
+    doc = run(options(ns), cache=ns.cache, log=progress)
+    paths = write(doc, ns.out or out_dir())
     print(summary(doc))
     for p in paths:
         print(f"wrote {p}")

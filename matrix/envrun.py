@@ -1,0 +1,118 @@
+"""The env runner: build an env, link ``probes`` onto PYTHONPATH, clean the environment, run our code there.
+
+Everything that runs code of ours next to the packages under test goes
+through here: a cell's probes (``matrix.cell``), the mutation runner
+(``matrix.mutation``), the scan's runtime confirmation
+(``matrix.scan.confirm``) and the GPU device check (``matrix.gpu``).
+
+* **build**: ``ensure_env`` / ``create_env`` make a uv venv; ``install``
+  installs requirements with an overrides file, so a pair whose metadata
+  refuses the other still installs (the skew under test).
+* **link**: ``probes_path`` is a PYTHONPATH entry holding one symlink,
+  ``probes`` -> the repository's ``probes``; nothing else of the repository
+  is importable in the env.
+* **clean**: ``clean_env`` is the one definition of the environment those
+  processes get: the caller's, minus ``UNSLOTH_*`` (a variable of the
+  caller's shell would change what unsloth does), ``VIRTUAL_ENV*``,
+  ``PYTHONPATH`` and ``PYTHONHOME``, plus ``RUN_ENV`` (the libraries under
+  test stay offline and silent; no bytecode next to the linked probes), plus
+  what the caller names (e.g. ``UNSLOTH_ALLOW_CPU``).
+* **run**: ``run`` runs a command with exactly that environment, its output
+  captured or written to a log, and says when it timed out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from matrix.errors import SkewmatrixError
+from matrix.settings import REPO_ROOT
+from matrix.tools import ToolResult, redact_text, run_tool, uv_bin
+
+PROBES_DIR = REPO_ROOT / "probes"
+# The probes need no network: keep the libraries under test off it (hubs, telemetry).
+RUN_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+
+
+class EnvBuildError(SkewmatrixError):
+    """An env could not be created."""
+
+
+def create_env(env_dir: Path, python: str, timeout: float = 300) -> ToolResult:
+    """``uv venv`` at ``env_dir`` (a finding for the caller to judge, not an exception)."""
+    return run_tool([uv_bin(), "venv", "--quiet", "--python", python, str(env_dir)], timeout=timeout)
+
+
+def ensure_env(env_dir: Path, python: str) -> Path:
+    """The env's interpreter, creating the env when it does not exist yet."""
+    py = env_dir / "bin" / "python"
+    if not py.exists():
+        res = create_env(env_dir, python)
+        if not res.ok:
+            raise EnvBuildError(f"cannot create a Python {python} env at {env_dir}:\n{res.tail()}")
+    return py
+
+
+def install(python: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
+            *, quiet: bool = False) -> ToolResult:
+    """``uv pip install`` of ``requirements`` into ``python``'s env, with ``overrides`` written to
+    ``override_file`` and forced."""
+    override_file.write_text("\n".join(overrides) + "\n", encoding="utf-8")
+    argv = [uv_bin(), "pip", "install", *(["--quiet"] if quiet else []), "--python", str(python), *requirements,
+            "--overrides", str(override_file)]
+    return run_tool(argv, timeout=timeout)
+
+
+def probes_path(where: Path) -> Path:
+    """``where/pythonpath``: a PYTHONPATH entry that exposes ``probes`` and nothing else of the repository."""
+    pp = where / "pythonpath"
+    pp.mkdir(parents=True, exist_ok=True)
+    link = pp / "probes"
+    if link.is_symlink() and link.resolve() != PROBES_DIR.resolve():
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(PROBES_DIR, target_is_directory=True)
+    return pp
+
+
+def clean_env(pythonpath: Path | None, **extra: str) -> dict[str, str]:
+    """The environment of a process that runs our code in an env (see the module docstring)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
+    env.update(RUN_ENV)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class Ran:
+    """How a run ended: its exit code (None: it ran past its timeout) and, when captured, its output."""
+
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+
+    def tail(self, n: int = 30) -> str:
+        return "\n".join((self.stdout + "\n" + self.stderr).strip().splitlines()[-n:])
+
+
+def run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, log: Path | None = None) -> Ran:
+    """Run ``argv`` with exactly ``env`` (never merged with ours); stdout and stderr go to ``log`` when given,
+    else they are captured (credentials redacted)."""
+    try:
+        if log is not None:
+            with log.open("w", encoding="utf-8") as fh:
+                proc = subprocess.run(argv, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                                      check=False)
+            return Ran(proc.returncode)
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return Ran(None)
+    return Ran(proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))

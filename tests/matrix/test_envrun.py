@@ -1,0 +1,42 @@
+"""The one env runner: the clean environment, the probes link, and how a run ends (no env is built here)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from matrix import envrun
+
+
+def test_clean_env_drops_the_callers_unsloth_venv_and_path_and_adds_the_offline_set(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for k, v in {"UNSLOTH_ALLOW_CPU": "1", "VIRTUAL_ENV": "/v", "PYTHONPATH": "/p", "PYTHONHOME": "/h",
+                 "KEEP_ME": "yes"}.items():
+        monkeypatch.setenv(k, v)
+    env = envrun.clean_env(tmp_path / "pp", UNSLOTH_IS_PRESENT="1")
+    assert not {"UNSLOTH_ALLOW_CPU", "VIRTUAL_ENV", "PYTHONHOME"} & set(env)
+    assert env["PYTHONPATH"] == str(tmp_path / "pp") and env["KEEP_ME"] == "yes"
+    assert env["UNSLOTH_IS_PRESENT"] == "1"
+    assert {k: env[k] for k in envrun.RUN_ENV} == envrun.RUN_ENV
+    assert env["HF_HUB_OFFLINE"] == "1" and env["PYTHONDONTWRITEBYTECODE"] == "1"
+
+
+def test_probes_path_links_probes_and_nothing_else(tmp_path: Path) -> None:
+    pp = envrun.probes_path(tmp_path)
+    assert [p.name for p in pp.iterdir()] == ["probes"]
+    assert (pp / "probes").resolve() == envrun.PROBES_DIR.resolve()
+    assert envrun.probes_path(tmp_path) == pp  # a second call keeps the link
+
+
+def test_run_uses_exactly_the_given_env_captures_or_logs_and_says_timeout(tmp_path: Path) -> None:
+    code = "import os, sys; print(os.environ.get('ONLY'), os.environ.get('HOME')); sys.exit(3)"
+    ran = envrun.run([sys.executable, "-c", code], cwd=tmp_path, env={"ONLY": "x"}, timeout=60)
+    assert (ran.returncode, ran.stdout.strip()) == (3, "x None")
+    log = tmp_path / "run.log"
+    assert envrun.run([sys.executable, "-c", "print('logged')"], cwd=tmp_path, env={}, timeout=60,
+                      log=log).returncode == 0
+    assert log.read_text().strip() == "logged"
+    slow = envrun.run([sys.executable, "-c", "import time; time.sleep(30)"], cwd=tmp_path, env={}, timeout=0.5)
+    assert slow.returncode is None
