@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.backport import build_backport, load_manifest
 from matrix.sources.backport import BACKPORTS_DIR, download_wheel, wheel_cache
+from matrix.sources.backport_build import build_backport, load_manifest
 from probes.checks.fused_ce_masked_nan.static import StaticVerdict, analyze_files
 
 ROOT = Path(__file__).resolve().parents[2]
