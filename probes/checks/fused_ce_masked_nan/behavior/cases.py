@@ -241,7 +241,18 @@ def test_10_shift_empties(ctx: Context, c: Checks) -> None:
     if is_zoo_forward(forward_entry(), ctx.raw):
         c.details[label] = "n/a: zoo's own forward is in place (nothing reads the defaults but zoo)"
     else:
-        expect_zero(ctx, c, label, ctx.batch("first_only"), route="function_defaults")
+        try:
+            run = ctx.run(ctx.batch("first_only"), route="function_defaults")
+        except Exception as exc:
+            # A guard that leaves this count to zoo (zoo answers it) lets zoo read its own defaults:
+            # target_gb=None asks CUDA for free memory, which a driverless host cannot answer. Not the guard's.
+            if "cuda" not in str(exc).lower():
+                raise
+            c.details[label] = f"n/a: this host cannot run zoo's defaults: {type(exc).__name__}: {exc}"[:400]
+        else:
+            c.details[label] = run.summary
+            problems = is_zero_answer(run)
+            c.expect(not problems, f"{label}: " + ", ".join(problems))
 
 
 def test_14_n_items_zero(ctx: Context, c: Checks) -> None:
