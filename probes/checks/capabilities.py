@@ -181,6 +181,22 @@ class StepDetails:
     tables: tuple[DetailTable, ...] = field(default=())
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a dict, else an empty one (a renderer reads JSON that any field may lack)."""
+    return value if isinstance(value, dict) else {}
+
+
+def yes_no(value: Any) -> str:
+    return {True: "yes", False: "no"}.get(value, "unknown")
+
+
+def step_payload(section: dict[str, Any], name: str) -> dict[str, Any]:
+    """The result of step ``name`` in a check's section of a cell JSON, whatever its status ({} when none)."""
+    steps = section.get("steps") if isinstance(section.get("steps"), list) else []
+    found = next((s for s in steps if isinstance(s, dict) and s.get("name") == name), None)
+    return as_dict((found or {}).get("result"))
+
+
 class StepRenderer(Protocol):
     """The shape of a check's ``render.py`` module (stdlib only: ``reports`` imports it).
 

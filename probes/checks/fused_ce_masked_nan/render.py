@@ -9,39 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.capabilities import DetailTable, StepDetails
+from probes.checks.capabilities import DetailTable, StepDetails, as_dict, step_payload, yes_no
 
 # The count a trainer hands the loss, as this check's training steps record it (``train.py``).
 TRAIN_COUNT = "num_items_in_batch"
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _yes_no(value: Any) -> str:
-    return {True: "yes", False: "no"}.get(value, "unknown")
-
-
-def _result(section: dict[str, Any], name: str) -> dict[str, Any]:
-    steps = section.get("steps") if isinstance(section.get("steps"), list) else []
-    step = next((s for s in steps if isinstance(s, dict) and s.get("name") == name), None)
-    return _dict((step or {}).get("result"))
-
-
 def details(section: dict[str, Any]) -> StepDetails:
     """See ``StepRenderer.details``."""
-    g = _result(section, "guard")
+    g = step_payload(section, "guard")
     if not g:
         return StepDetails()
-    original = _dict(g.get("forward")).get("original")
+    original = as_dict(g.get("forward")).get("original")
     replaced = "unknown" if original is None else ("no (zoo's own)" if original else "yes")
     item = ("guard probe", f"forward replaced after `import unsloth`: {replaced}; "
-                           f"all-masked call finite: {_yes_no(g.get('all_masked_finite'))}")
+                           f"all-masked call finite: {yes_no(g.get('all_masked_finite'))}")
     rows, bad = [], set()
-    for i, (route, raw) in enumerate(_dict(g.get("routes")).items()):
-        r = _dict(raw)
-        rows.append((str(route), str(r.get("loss")), _yes_no(r.get("grads_finite")), str(r.get("grad_fn"))))
+    for i, (route, raw) in enumerate(as_dict(g.get("routes")).items()):
+        r = as_dict(raw)
+        rows.append((str(route), str(r.get("loss")), yes_no(r.get("grads_finite")), str(r.get("grad_fn"))))
         if r.get("loss_finite") is False:
             bad.add((i, 1))
     tables = (DetailTable("All-masked call after import, by route", ("route", "loss", "gradients finite",
