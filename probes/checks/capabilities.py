@@ -197,6 +197,22 @@ def step_payload(section: dict[str, Any], name: str) -> dict[str, Any]:
     return as_dict((found or {}).get("result"))
 
 
+def routes_table(routes: Any) -> tuple[DetailTable, ...]:
+    """A guard probe's all-masked call by route (``{route: {loss, loss_finite, grads_finite, grad_fn}}``) as one
+    table, the non-finite losses marked; none when no route ran."""
+    rows, bad = [], set()
+    for i, (route, raw) in enumerate(as_dict(routes).items()):
+        r = as_dict(raw)
+        rows.append((str(route), str(r.get("loss")), yes_no(r.get("grads_finite")), str(r.get("grad_fn"))))
+        if r.get("loss_finite") is False:
+            bad.add((i, 1))
+    if not rows:
+        return ()
+    return (DetailTable("All-masked call after import, by route", ("route", "loss", "gradients finite",
+                                                                  "autograd node"),
+                        tuple(rows), code=frozenset({3}), bad=frozenset(bad)),)
+
+
 class StepRenderer(Protocol):
     """The shape of a check's ``render.py`` module (stdlib only: ``reports`` imports it).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.capabilities import DetailTable, StepDetails, as_dict, step_payload, yes_no
+from probes.checks.capabilities import StepDetails, routes_table, step_payload
 
 # The count the CPU backend's trainer hands the kernel, as this check's training steps record it (``train.py``).
 TRAIN_COUNT = "num_items_in_batch"
@@ -25,14 +25,6 @@ def details(section: dict[str, Any]) -> StepDetails:
         return StepDetails(items=(("guard probe", f"no kernel after `import unsloth`: {g.get('reason')}"),))
     original = g.get("original")
     replaced = "unknown (no raw fingerprint)" if original is None else ("no (zoo's own)" if original else "yes")
-    rows, bad = [], set()
-    for i, (route, raw) in enumerate(as_dict(g.get("routes")).items()):
-        r = as_dict(raw)
-        rows.append((str(route), str(r.get("loss")), yes_no(r.get("grads_finite")), str(r.get("grad_fn"))))
-        if r.get("loss_finite") is False:
-            bad.add((i, 1))
-    tables = (DetailTable("All-masked call after import, by route", ("route", "loss", "gradients finite",
-                                                                     "autograd node"),
-                          tuple(rows), code=frozenset({3}), bad=frozenset(bad)),) if rows else ()
+    tables = routes_table(g.get("routes"))
     return StepDetails(items=(("guard probe", f"kernel replaced after `import unsloth`: {replaced}"),),
                        tables=tables)

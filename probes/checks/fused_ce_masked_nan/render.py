@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.capabilities import DetailTable, StepDetails, as_dict, step_payload, yes_no
+from probes.checks.capabilities import StepDetails, as_dict, routes_table, step_payload, yes_no
 
 # The count a trainer hands the loss, as this check's training steps record it (``train.py``).
 TRAIN_COUNT = "num_items_in_batch"
@@ -24,13 +24,5 @@ def details(section: dict[str, Any]) -> StepDetails:
     replaced = "unknown" if original is None else ("no (zoo's own)" if original else "yes")
     item = ("guard probe", f"forward replaced after `import unsloth`: {replaced}; "
                            f"all-masked call finite: {yes_no(g.get('all_masked_finite'))}")
-    rows, bad = [], set()
-    for i, (route, raw) in enumerate(as_dict(g.get("routes")).items()):
-        r = as_dict(raw)
-        rows.append((str(route), str(r.get("loss")), yes_no(r.get("grads_finite")), str(r.get("grad_fn"))))
-        if r.get("loss_finite") is False:
-            bad.add((i, 1))
-    tables = (DetailTable("All-masked call after import, by route", ("route", "loss", "gradients finite",
-                                                                     "autograd node"),
-                          tuple(rows), code=frozenset({3}), bad=frozenset(bad)),) if rows else ()
+    tables = routes_table(g.get("routes"))
     return StepDetails(items=(item,), tables=tables)
