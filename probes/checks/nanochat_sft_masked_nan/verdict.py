@@ -1,0 +1,112 @@
+"""From this check's evidence in a cell to the shared states. Stdlib only (``reports/`` imports it).
+
+How the shared words read for a nanochat tree:
+
+* "zoo" state = **the model's loss** (``GPT.forward`` in ``nanochat/gpt.py``),
+  from two detectors that must agree: the static reading of the
+  ``cross_entropy`` call and the runtime call on a tiny ``GPT`` with every
+  target -1 (reduction default). ``vulnerable``: NaN; ``fixed``: finite.
+  ``unknown`` / ``inconsistent`` (no tree, a detector failed, they disagree)
+  give ``error``.
+* "guard" = **the SFT loop** in ``scripts/chat_sft.py``: present when its
+  static reading finds a branch on the targets that keeps an all -1
+  micro-batch from ``backward()`` (``loop.verdict == "guarded"``), or, where
+  the loop cannot be read, when the suite's loop tests (n3, n4) pass.
+* evidence = the behaviour suite (``behavior``: model and the script's own
+  loop + optimizer step) and the real ``chat_sft.py`` runs (``train``).
+
+States:
+
+* model vulnerable, no loop guard -> ``missing`` (the symptom from the run:
+  NaN logged, NaN weights or a crash); reach from the run (``exposed`` when
+  it shows the symptom, ``latent`` when it fed the model all -1 micro-batches
+  and stayed clean, ``unknown`` without a run).
+* model vulnerable, loop guard -> ``activates`` when every suite test passes
+  and the run is clean; else ``broken``.
+* model fixed, no loop guard -> ``not-needed`` when every test passes and the
+  run is clean; else ``broken`` (the fix is the model's own).
+* model fixed and a loop guard -> ``no-ops`` / ``broken`` the same way.
+* ``broken`` names the symptom: "the NaN became a crash" (the run raised),
+  "the logged loss is still NaN", "non-finite weights", or the failing tests
+  (another caller changed: ``reduction='sum'``/``'none'``, gradients).
+* a passing state whose training run could not run (``error``) is ``error``;
+  training turned off (``n/a``) judges by the suite alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.checks.vocabulary import (
+    GuardState,
+    Training,
+    Verdict,
+    ZooState,
+    behavior_counts,
+    reach,
+    step_result,
+    training,
+    zoo_state,
+)
+
+FAULT = "a micro-batch whose targets are all -1 (mean cross-entropy over zero valid targets)"
+SENT = "{} in a micro-batch that reached GPT.forward"
+LOOP_TESTS = ("n3-all-masked-micro-batch", "n4-all-masked-step")
+WORDS = {"crash": "the NaN became a crash", "nan-logged": "the logged loss is still NaN",
+         "nan-weights": "the weights became non-finite"}
+
+
+def _guard_present(check: dict[str, Any], tests: list[dict[str, Any]]) -> tuple[bool, str]:
+    loop = (check.get("static") or {}).get("loop") or {}
+    if loop.get("verdict") == "guarded":
+        return True, f"chat_sft.py guards its micro-step loop (line {loop.get('guard_line')})"
+    if loop.get("verdict") == "unguarded":
+        return False, "chat_sft.py's micro-step loop runs forward and backward on every micro-batch"
+    passed = {t.get("id") for t in tests if t.get("outcome") == "pass"}
+    if all(t in passed for t in LOOP_TESTS):
+        return True, "the loop could not be read, but the script's own step handles an all -1 micro-batch"
+    return False, f"the loop could not be read ({loop.get('reason', 'no reading')})"
+
+
+def _train_problem(train: Training | None) -> str:
+    if train is None or not train.failed:
+        return ""
+    return f"{WORDS.get(train.outcome, train.outcome)} in chat_sft.py ({train.label()}): {train.reason}"
+
+
+def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
+    zoo, zoo_reason, static, runtime = zoo_state(check)
+    counts, _ = behavior_counts(check)
+    train = training(check)
+    tests = (step_result(check, "behavior") or {}).get("tests") or []
+
+    def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
+        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
+                       *reach(state, train, FAULT, SENT))
+
+    if zoo in (ZooState.UNKNOWN, ZooState.INCONSISTENT):
+        return out(GuardState.ERROR, f"model state {zoo.value}: {zoo_reason}")
+    if zoo is ZooState.ABSENT:
+        return out(GuardState.NOT_NEEDED, "no loss to judge in this tree")
+    guarded, guard_text = _guard_present(check, tests)
+    problem = _train_problem(train)
+    fails = ", ".join(counts.failing)
+    if zoo is ZooState.VULNERABLE and not guarded:
+        symptom = problem or f"GPT.forward returns NaN for an all -1 micro-batch; {guard_text}"
+        return out(GuardState.MISSING, f"nothing handles the model's NaN: {guard_text}"
+                   + (f"; {problem}" if problem else "") + (f"; failing: {fails}" if fails else ""), symptom)
+    where = "the loop's guard" if guarded else "the model's fix"
+    if problem or counts.failed:
+        symptom = problem or f"behaviour tests failing: {fails}"
+        reason = f"{where} is present but " + "; ".join(
+            x for x in (problem, f"behaviour tests failing: {fails}" if fails else "") if x)
+        return out(GuardState.BROKEN, reason, symptom)
+    if train is not None and train.outcome == "error":
+        return out(GuardState.ERROR, f"{where} passes its suite but the chat_sft.py run could not run: {train.reason}")
+    ran = f"; chat_sft.py {train.label()}" if train is not None else ""
+    if zoo is ZooState.VULNERABLE:
+        return out(GuardState.ACTIVATES, f"GPT.forward NaNs on an all -1 batch and {guard_text}; "
+                                         f"suite {counts.label()}{ran}")
+    if guarded:
+        return out(GuardState.NO_OPS, f"GPT.forward is fixed and {guard_text} too; suite {counts.label()}{ran}")
+    return out(GuardState.NOT_NEEDED, f"GPT.forward is fixed; suite {counts.label()}{ran}")

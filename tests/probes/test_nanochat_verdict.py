@@ -1,0 +1,115 @@
+"""The nanochat check's verdict mapping, from hand-written evidence (no nanochat, no torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from probes.checks.nanochat_sft_masked_nan import verdict
+from probes.checks.vocabulary import GuardState, Reach, ZooState
+
+TESTS = ("n1-partial-reference", "n2-normal-backward", "n3-all-masked-micro-batch", "n4-all-masked-step",
+         "n5-other-reductions", "n6-masked-adds-nothing", "n7-logged-loss-finite")
+
+
+def evidence(model: str = "vulnerable", loop: str = "unguarded", failing: tuple[str, ...] = (),
+             train: dict[str, Any] | None = None, runtime: str | None = None) -> dict[str, Any]:
+    tests = [{"id": t, "outcome": "fail" if t in failing else "pass", "reason": "x"} for t in TESTS]
+    steps = [
+        {"name": "runtime", "status": "ok", "result": {"verdict": runtime or model, "reason": "all -1: loss nan"}},
+        {"name": "behavior", "status": "ok", "result": {"tests": tests, "extra": []}},
+    ]
+    if train is not None:
+        steps.append({"name": "train", "status": "ok", "result": train})
+    return {"static": {"verdict": model, "reason": "nanochat/gpt.py:520: ...",
+                       "loop": {"verdict": loop, "guard_line": 438, "reason": "scripts/chat_sft.py:432: ..."}},
+            "steps": steps}
+
+
+def run(outcome: str, first: int | None = None, masked: bool = True, reason: str = "") -> dict[str, Any]:
+    return {"outcome": outcome, "first_nan_step": first, "reason": reason or outcome,
+            "kernel_calls": 12, "masked_inputs": ["all targets -1"] if masked else [], "versions": {"torch": "2.9.1"}}
+
+
+def test_master_shape_is_missing_and_exposed_by_its_nan_run() -> None:
+    v = verdict.classify(evidence(failing=("n3-all-masked-micro-batch", "n7-logged-loss-finite"),
+                                  train=run("nan-logged", 1)), {})
+    assert (v.zoo, v.guard, v.reach) == (ZooState.VULNERABLE, GuardState.MISSING, Reach.EXPOSED)
+    assert "NaN" in v.symptom and "step 1" in v.symptom
+
+
+def test_missing_with_a_clean_run_that_fed_masked_batches_is_latent() -> None:
+    v = verdict.classify(evidence(train=run("clean")), {})
+    assert (v.guard, v.reach) == (GuardState.MISSING, Reach.LATENT)
+
+
+def test_missing_without_a_run_is_unknown_reach() -> None:
+    assert verdict.classify(evidence(), {}).reach is Reach.UNKNOWN
+
+
+def test_a_model_fix_that_crashes_backward_is_broken_with_the_crash_named() -> None:
+    v = verdict.classify(evidence(model="fixed", failing=("n3-all-masked-micro-batch", "n5-other-reductions"),
+                                  train=run("crash", reason="ga1: chat_sft.py raised RuntimeError: element 0")), {})
+    assert (v.zoo, v.guard, v.reach) == (ZooState.FIXED, GuardState.BROKEN, Reach.EXPOSED)
+    assert v.symptom.startswith("the NaN became a crash")
+    assert "n5-other-reductions" in v.guard_reason
+
+
+def test_a_loop_guard_that_still_logs_nan_is_broken() -> None:
+    v = verdict.classify(evidence(loop="guarded", failing=("n7-logged-loss-finite",), train=run("nan-logged", 2)),
+                         {})
+    assert v.guard is GuardState.BROKEN and v.symptom.startswith("the logged loss is still NaN")
+    assert v.guard_reason.startswith("the loop's guard")
+
+
+def test_a_loop_guard_whose_tests_fail_but_whose_run_is_clean_is_broken_latent() -> None:
+    v = verdict.classify(evidence(loop="guarded", failing=("n4-all-masked-step",), train=run("clean")), {})
+    assert (v.guard, v.reach) == (GuardState.BROKEN, Reach.LATENT)
+    assert "n4-all-masked-step" in v.symptom
+
+
+def test_a_working_loop_guard_activates() -> None:
+    v = verdict.classify(evidence(loop="guarded", train=run("clean")), {})
+    assert v.guard is GuardState.ACTIVATES and v.reach is None
+
+
+def test_a_working_model_fix_is_not_needed_and_with_a_loop_guard_too_no_ops() -> None:
+    assert verdict.classify(evidence(model="fixed", train=run("clean")), {}).guard is GuardState.NOT_NEEDED
+    assert verdict.classify(evidence(model="fixed", loop="guarded", train=run("clean")), {}).guard is GuardState.NO_OPS
+
+
+def test_a_passing_fix_whose_run_could_not_run_is_error() -> None:
+    v = verdict.classify(evidence(model="fixed", train=run("error", reason="probe failed")), {})
+    assert v.guard is GuardState.ERROR
+
+
+def test_training_turned_off_judges_by_the_suite() -> None:
+    check = evidence(model="fixed")
+    check["steps"].append({"name": "train", "status": "skipped", "reason": "n/a: training off"})
+    assert verdict.classify(check, {}).guard is GuardState.NOT_NEEDED
+
+
+@pytest.mark.parametrize(("model", "runtime", "zoo"), [("vulnerable", "fixed", ZooState.INCONSISTENT),
+                                                      ("unknown", "vulnerable", ZooState.UNKNOWN)])
+def test_disagreeing_or_unknown_detectors_are_error(model: str, runtime: str, zoo: ZooState) -> None:
+    v = verdict.classify(evidence(model=model, runtime=runtime, train=run("clean")), {})
+    assert (v.zoo, v.guard, v.reach) == (zoo, GuardState.ERROR, Reach.UNKNOWN)
+
+
+def test_an_unreadable_loop_counts_as_guarded_when_the_loop_tests_pass() -> None:
+    v = verdict.classify(evidence(loop="unknown", train=run("clean")), {})
+    assert v.guard is GuardState.ACTIVATES
+    v = verdict.classify(evidence(loop="unknown", failing=("n4-all-masked-step",), train=run("clean")), {})
+    assert v.guard is GuardState.MISSING
+
+
+def test_a_suite_step_that_died_is_a_failure_not_a_pass() -> None:
+    check = evidence(model="fixed", train=run("clean"))
+    check["steps"][1] = {"name": "behavior", "status": "error", "reason": "boom", "result": None}
+    assert verdict.classify(check, {}).guard is GuardState.BROKEN
+
+
+def test_the_verdict_serialises_with_the_gate() -> None:
+    d = verdict.classify(evidence(train=run("nan-logged", 1)), {}).to_dict()
+    assert d["guard"] == "missing" and d["reach"] == "exposed" and d["gate_fail"] is True
