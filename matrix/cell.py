@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, stacks
+from matrix import envrun, spec, stacks, trees
 from matrix.envrun import PROBES_DIR, ensure_env, probes_path
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed, torch_build
@@ -31,7 +31,7 @@ from matrix.progress import ticking
 from matrix.sources import Materialized
 from matrix.spec import Build, Cell, CellOptions, Matrix
 from matrix.tools import run_tool, uv_bin
-from probes.checks import ids as check_ids
+from probes import checks
 from reports.model import CELL_SCHEMA
 
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
@@ -100,7 +100,7 @@ class CellRun:
 
     @classmethod
     def for_cell(cls, cell: Cell, matrix: Matrix, out_dir: Path) -> CellRun:
-        builds = {"unsloth": build_entry(cell.unsloth), "zoo": build_entry(cell.zoo)}
+        builds = {b.role: build_entry(b) for b in cell.builds}
         return cls(cell.id, builds, cell.options, str(matrix.path), out_dir, expect=cell.expect_map,
                    stack=cell.stack.name if cell.stack else None, requested=stacks.requested(cell.options))
 
@@ -124,12 +124,13 @@ def error_cell(cell: Cell, matrix: Matrix, out_dir: Path, kind: str, message: st
     return run.finish()
 
 
-def admissibility(reqs: list[str], python: str, workdir: Path) -> dict[str, Any]:
+def admissibility(reqs: list[str], python: str, workdir: Path, sources: list[str] | None = None) -> dict[str, Any]:
     """Would a plain resolve (no overrides) admit this pair, with the trainer stack it asks for
-    (``reqs``: the pair's requirements plus any requested torch/transformers/trl)? Asks ``uv pip compile``."""
+    (``reqs``: the pair's requirements plus any requested torch/transformers/trl; ``sources``: further
+    arguments, e.g. a source tree's ``pyproject.toml`` and its extras)? Asks ``uv pip compile``."""
     req_file = workdir / "pair.in"
     req_file.write_text("\n".join(reqs) + "\n", encoding="utf-8")
-    res = run_tool([uv_bin(), "pip", "compile", str(req_file), "--python-version", python, "--quiet",
+    res = run_tool([uv_bin(), "pip", "compile", *(sources or []), str(req_file), "--python-version", python, "--quiet",
                     "--no-header", "--output-file", str(workdir / "pair.lock")], timeout=600)
     method = "uv pip compile (no overrides)"
     if res.returncode == 0:
@@ -157,10 +158,15 @@ def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
         # transformers/trl left to the resolver are left out, so results from before those options stay reusable
         "options": {k: v for k, v in sorted(cell.options.__dict__.items())
                     if v or k not in stacks.TRAINER_PACKAGES},
-        "guard_module": cell.unsloth.guard_module,
+        "guard_module": guard_module_of(cell),
         "probes": probes_digest(),
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def guard_module_of(cell: Cell) -> str | None:
+    """The guard protocol module a build of the cell names (only unsloth builds may), else None."""
+    return next((b.guard_module for b in cell.builds if b.guard_module), None)
 
 
 def restack(old: dict[str, Any], run: CellRun, path: Path) -> dict[str, Any]:
@@ -248,9 +254,15 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     build_dir = cdir / "build"
     shutil.rmtree(build_dir, ignore_errors=True)
     build_dir.mkdir(parents=True)
-    for role, b in (("unsloth", cell.unsloth), ("zoo", cell.zoo)):
+    subject = spec.subject_of(cell.roles)
+    for b in cell.builds:
+        role = b.role
         try:
-            made[role] = b.source.materialize(build_dir / role)
+            if subject is not None and subject.is_tree:
+                made[role] = b.source.materialize_tree(build_dir / role)
+                trees.tree_problem(made[role], subject)
+            else:
+                made[role] = b.source.materialize(build_dir / role)
         except (SkewmatrixError, OSError) as exc:  # OSError: e.g. no index while downloading a base wheel
             detail = str(exc) if isinstance(exc, SkewmatrixError) else f"{type(exc).__name__}: {exc}"
             run.step("materialize", time.perf_counter() - t, False)
@@ -266,7 +278,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         if old is not None:
             say("unchanged since the last run (same cell digest): reusing its result (`-- --force` redoes it)")
             return restack(old, run, cdir / "cell.json")
-    say(f"builds ready: {cell.unsloth.describe()} x {cell.zoo.describe()}")
+    say(f"builds ready: {cell.describe()}")
     problem = disk_problem(env_dir.parent)
     if problem:
         run.fail("disk", problem)
@@ -274,16 +286,16 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
 
     # 2. would a plain install admit the pair?
     t = time.perf_counter()
-    reqs = [made["unsloth"].requirement, made["zoo"].requirement]
+    reqs, overrides, sources = trees.install_requirements(cell, made)
     wanted = stacks.requirement_lines(opts)  # the requested torch/transformers/trl
-    run.record["admissible"] = admissibility(reqs + wanted, opts.python, build_dir)
+    lines = wanted if sources else reqs + wanted
+    run.record["admissible"] = admissibility(lines, opts.python, build_dir, sources)
     run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
 
     # 3. install with overrides so refused skews still install
     t = time.perf_counter()
     if create_env:
         ensure_env(env_dir, opts.python)
-    overrides = [made["unsloth"].pin, made["zoo"].pin, *wanted]
     python = env_dir / "bin" / "python"
     with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
         res = envrun.install(python, reqs, overrides, build_dir / "overrides.txt", opts.timeout)
@@ -298,12 +310,15 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         return run.finish()
     say(f"installed in {time.perf_counter() - t:.1f} s")
 
-    return record_and_probe(run, env_dir, python, say)
+    return record_and_probe(run, env_dir, python, say,
+                            trees={role: m.tree for role, m in made.items() if m.tree is not None})
 
 
-def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dict[str, Any]:
+def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
+                     trees: dict[str, Path] | None = None) -> dict[str, Any]:
     """Steps 4 and 5 of a cell, shared with pinned environments: record what is
-    installed in ``env_dir`` (installing nothing), then run the probes with ``python``."""
+    installed in ``env_dir`` (installing nothing), then run the probes with ``python``: the checks whose
+    subject has the cell's axes, each source tree's path (``trees``, by axis) in its subject's variable."""
     opts = run.options
     cdir = run.dir
     # 4. record the resolved set
@@ -311,8 +326,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     run.record["installed"] = installed(env_dir)
     run.record["torch"] = torch_build(run.record["installed"])
     run.record["stack"]["resolved"] = stacks.resolved(run.record["installed"])
-    for role in ("unsloth", "zoo"):
-        entry = run.record["builds"][role]
+    for entry in run.record["builds"].values():
         got = next((d for d in run.record["installed"]
                     if d["name"].lower().replace("_", "-") == entry["package"]), None)
         entry["installed_version"] = got["version"] if got else None
@@ -325,7 +339,13 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     extra = {}
-    guard_module = run.record["builds"]["unsloth"].get("guard_module")
+    roles = list(run.record["builds"])
+    subject = spec.subject_of(roles)
+    for tree in (trees or {}).values():
+        if subject is not None and subject.is_tree:
+            extra[subject.tree_env] = str(tree)
+    guard_module = next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
+                        None)
     if guard_module:  # the build names its guard protocol module; the probes read it (probes/checks/*/phases.py)
         extra["SKEWMATRIX_GUARD_MODULE"] = guard_module
     if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
@@ -333,7 +353,9 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     env = envrun.clean_env(probes_path(cdir), **extra)
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
-    say("probing (import unsloth takes ~20 s on CPU)")
+    for name in checks.for_axes(roles):
+        argv += ["--check", checks.info(name).id]
+    say("probing (an `import unsloth` takes ~20 s on CPU)" if "unsloth" in roles else "probing")
     log = work / "probes.stdout.log"
     with ticking(say, "probing"):
         rc = envrun.run(argv, cwd=work, env=env, timeout=opts.timeout * 3 + 60, log=log).returncode
@@ -347,7 +369,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any) -> dic
     probes = json.loads((work / "probes.json").read_text(encoding="utf-8"))
     found = probes.pop("checks", {})
     # In registry order (the probe JSON's keys are sorted), so the first failing step named is the first run.
-    order = {cid: i for i, cid in enumerate(check_ids())}
+    order = {cid: i for i, cid in enumerate(checks.ids())}
     run.record["checks"] = dict(sorted(found.items(), key=lambda kv: order.get(kv[0], len(order))))
     run.record["probes"] = probes
     steps = [(cid, s) for cid, section in run.record["checks"].items() for s in section.get("steps", [])]

@@ -64,7 +64,7 @@ def cmd_cells(args: argparse.Namespace) -> int:
     matrix = pipeline.load_matrix(check_index=False)
     cells = pipeline.selected_cells(matrix)
     if args.format == "json":
-        print(json.dumps([{"id": c.id, "unsloth": c.unsloth.name, "zoo": c.zoo.name, "expect": c.expect_map}
+        print(json.dumps([{"id": c.id, **c.roles, "expect": c.expect_map}
                           for c in cells], indent=2))
     else:
         for c in cells:

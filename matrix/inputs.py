@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from matrix.errors import BackportError, IndexLookupError
 from matrix.index import IndexClient, nearest_versions
-from matrix.sources import BackportSource, PypiSource
+from matrix.sources import BackportSource, PathSource, PypiSource
 from matrix.sources.backport import wheel_cache
 from matrix.sources.backport_build import anchor_problems, load_manifest
 
@@ -103,3 +103,21 @@ def guard_module_problems(where: str, value: Any, package: Any) -> list[str]:
         return []
     return [f"{where}: guard_module = {value!r} must be a dotted module name (e.g. 'unsloth.my_guard') "
             "on an unsloth build"]
+
+
+def tree_problems(builds: dict[str, Any], first_seen: dict[str, int], subject: Any) -> list[str]:
+    """A subject that is a source tree (``Subject.tree_env``) is built from a checkout: a git ref, a directory,
+    or a backport of one; a release on the index or a wheel is not such a tree."""
+    if not subject.is_tree:
+        return []
+    out = []
+    for name, b in builds.items():
+        where = f"[[build]] #{first_seen[name]} {name!r}"
+        src = getattr(b.source, "base_source", None) or b.source
+        if isinstance(src, PypiSource):
+            out.append(f"{where}: {b.package} is built from a source tree, not a release on the index: give "
+                       'source = "git" (url and ref) or source = "path" (a checkout\'s directory)')
+        elif isinstance(src, PathSource) and src.resolved.is_file():
+            out.append(f"{where}: path {src.path!r} is a file; {b.package} is built from a source tree: give the "
+                       "checkout's directory")
+    return out

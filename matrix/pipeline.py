@@ -61,9 +61,9 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
         cell = dataclasses.replace(cell, options=dataclasses.replace(cell.options, device=device))
     out = out_dir()
     acquire_run_lock(out)
-    log(f"[{cell_id}] {cell.unsloth.describe()} x {cell.zoo.describe()} -> {out / 'cells' / cell_id}")
+    log(f"[{cell_id}] {cell.describe()} -> {out / 'cells' / cell_id}")
     index = IndexClient()
-    problems = [p for b in (cell.unsloth, cell.zoo) for p in inputs.index_problems(b, f"build {b.name!r}", index)]
+    problems = [p for b in cell.builds for p in inputs.index_problems(b, f"build {b.name!r}", index)]
     unreachable = [p for p in problems if "cannot check version" in p]
     if problems and not unreachable:
         for p in problems:

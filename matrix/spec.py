@@ -3,6 +3,9 @@
 A matrix file is TOML: ``schema``, ``[options]``, ``[[build]]``, optional ``[pairs]``
 (default: the full product), ``[[stack]]`` (trainer stacks crossed with every pair:
 ``matrix.stacks``), ``[[expect]]`` and ``[gate]`` (README, "Writing a matrix file").
+Its axes are the packages of one check subject (``probes.checks.Subject``): unsloth x
+unsloth_zoo builds, or the builds of a subject such as a source tree, one axis per
+package; a build's ``package`` says which axis it is on, and a cell is one build per axis.
 Validation collects every problem before failing (``SpecError``), each message naming
 the file, table and key, quoting the bad value and suggesting a close match. Every
 accepted key is declared here, in ``matrix.stacks`` or in a source's ``KEYS``: an
@@ -20,12 +23,13 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix import expect, inputs, stacks, tables
+from matrix import axes, expect, inputs, stacks, tables
 from matrix.errors import SpecError
 from matrix.index import IndexClient
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
 from matrix.stacks import STACK_PACKAGES, Stack
 from matrix.tables import check_keys, id_collisions, name_problem, suggest, type_problem
+from probes import checks
 from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
 if sys.version_info >= (3, 11):
@@ -39,7 +43,7 @@ MATRIX_ENV = "SKEWMATRIX_MATRIX"
 nox_safe = tables.nox_safe  # how nox names a cell's env directory (matrix.bench reads it here)
 SCHEMA = 1
 
-PACKAGES = {"unsloth": "unsloth", "unsloth-zoo": "zoo"}
+
 TOP_KEYS: dict[str, type | tuple[type, ...]] = {"schema": int, "options": dict, "build": list, "pairs": dict,
                                                 "stack": list, "gate": dict, "expect": list}
 # strict: a `latent` cell fails the gate too (reports.gate).
@@ -59,6 +63,7 @@ OPTION_KEYS: dict[str, type | tuple[type, ...]] = {
     "python": str, "device": str, "compile": str, "cpu_mode": str, "timeout": int, "train": bool,
     **dict.fromkeys(STACK_PACKAGES, str),  # torch, transformers, trl: a version or a specifier set
 }
+
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,13 @@ class CellOptions:
 @dataclass(frozen=True)
 class Build:
     name: str
-    package: str  # canonical distribution name: "unsloth" or "unsloth-zoo"
+    package: str  # canonical distribution name, one of a check subject's packages ("unsloth", "unsloth-zoo" ...)
     source: BuildSource
     guard_module: str | None = None  # the guard protocol module the probes load (default: the check's own)
 
     @property
     def role(self) -> str:
-        return PACKAGES[self.package]
+        return axes.packages()[self.package]
 
     def describe(self) -> str:
         return self.source.describe()
@@ -101,8 +106,7 @@ class Build:
 
 @dataclass(frozen=True)
 class Cell:
-    unsloth: Build
-    zoo: Build
+    builds: tuple[Build, ...]  # one build per axis of the matrix's subject, in the subject's order
     options: CellOptions
     # (check id, expected guard state) pairs from the file's [[expect]] tables (``matrix.expect``).
     expect: tuple[tuple[str, str], ...] = ()
@@ -110,8 +114,34 @@ class Cell:
 
     @property
     def id(self) -> str:
-        pair = f"{self.unsloth.name}__{self.zoo.name}"
+        pair = "__".join(b.name for b in self.builds)
         return f"{pair}__{self.stack.name}" if self.stack else pair
+
+    def build(self, role: str) -> Build | None:
+        return next((b for b in self.builds if b.role == role), None)
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """{axis: build name}."""
+        return {b.role: b.name for b in self.builds}
+
+    @property
+    def unsloth(self) -> Build:
+        """The unsloth build (a cell of the unsloth x unsloth_zoo subject)."""
+        b = self.build("unsloth")
+        if b is None:
+            raise AttributeError(f"cell {self.id} has no unsloth build")
+        return b
+
+    @property
+    def zoo(self) -> Build:
+        b = self.build("zoo")
+        if b is None:
+            raise AttributeError(f"cell {self.id} has no unsloth_zoo build")
+        return b
+
+    def describe(self) -> str:
+        return " x ".join(b.describe() for b in self.builds)
 
     @property
     def expect_map(self) -> dict[str, str]:
@@ -188,9 +218,10 @@ def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tup
             problems.append(f"{where}: missing required key {key!r}")
     problems += [p for p in [name_problem(where, name)] if p]
     package = table.get("package")
-    if isinstance(package, str) and canonicalize_name(package) not in PACKAGES:
-        problems.append(f"{where}: package {package!r} is not one of unsloth, unsloth_zoo"
-                        f"{suggest(package, ['unsloth', 'unsloth_zoo'])}")
+    known = axes.packages()
+    if isinstance(package, str) and canonicalize_name(package) not in known:
+        problems.append(f"{where}: package {package!r} is not a package any check is about{suggest(package, known)};"
+                        f" valid: {', '.join(known)}")
     problems += inputs.guard_module_problems(where, table.get("guard_module"), package)
     if isinstance(kind, str) and src_cls is None:
         problems.append(f"{where}: unknown source kind {kind!r}{suggest(kind, SOURCE_KINDS)}; "
@@ -201,7 +232,7 @@ def _parse_build(i: int, table: Any, base_dir: Path, problems: list[str]) -> tup
                 problems.append(f"{where}: source {kind!r} needs key {key!r}")
     if not (isinstance(name, str) and isinstance(package, str) and src_cls):
         return None
-    if canonicalize_name(package) not in PACKAGES:
+    if canonicalize_name(package) not in known:
         return None
     return name, canonicalize_name(package), kind, table
 
@@ -242,7 +273,8 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
     if not isinstance(raw_builds, list):
         raw_builds = []
     if not raw_builds:
-        problems.append("no [[build]] tables: a matrix needs at least one unsloth and one unsloth_zoo build")
+        problems.append("no [[build]] tables: a matrix needs a build of each package of one check subject "
+                        f"({axes.subjects_text()})")
     parsed: dict[str, tuple[str, str, dict]] = {}
     first_seen: dict[str, int] = {}
     for i, table in enumerate(raw_builds, 1):
@@ -289,27 +321,29 @@ def from_dict(data: dict[str, Any], path: Path, *, index: IndexClient | None = N
     if check_index and not problems:
         problems += _check_index(builds, first_seen, index or IndexClient())
 
-    by_role: dict[str, list[Build]] = {"unsloth": [], "zoo": []}
+    by_role: dict[str, list[Build]] = {}
     for b in builds.values():
-        by_role[b.role].append(b)
-    if parsed and not problems:
-        for role, pkg in (("unsloth", "unsloth"), ("zoo", "unsloth_zoo")):
-            if not by_role[role]:
-                problems.append(f"no {pkg} build: a matrix needs at least one of each package")
+        by_role.setdefault(b.role, []).append(b)
+    subject = axes.subject(by_role, problems) if parsed and not problems else None
+    if subject is not None:
+        by_role = {role: by_role.get(role, []) for role in subject.roles}
+        problems += inputs.tree_problems(builds, first_seen, subject)
 
     pairs = data.get("pairs", {})
     cells: list[Cell] = []
     if isinstance(pairs, dict):
         problems += check_keys("[pairs]", pairs, PAIR_KEYS)
-        cells = _expand(pairs, builds, by_role, options, problems)
+        cells = (axes.expand(pairs, builds, by_role, options, problems, make_cell=Cell, parse_options=parse_options)
+                 if subject is not None else [])
     file_stacks = stacks.parse(data.get("stack"), problems)
     cells = stacks.cross(cells, file_stacks)
     problems += id_collisions([c.id for c in cells])
     fail_on, strict = _parse_gate(data.get("gate", {}), problems)
     if "expect" in data:
         found = expect.resolve(data["expect"], {n: b.role for n, b in builds.items()},
-                               [(c.id, c.unsloth.name, c.zoo.name, c.stack.name if c.stack else None)
-                                for c in cells], problems, stacks=[s.name for s in file_stacks])
+                               [(c.id, c.roles, c.stack.name if c.stack else None) for c in cells], problems,
+                               stacks=[s.name for s in file_stacks],
+                               axes={r: d for d, r in (subject.axes.items() if subject else ())})
         cells = [replace(c, expect=tuple(sorted(found[c.id].items()))) if found.get(c.id) else c for c in cells]
     if problems:
         raise SpecError(str(path), problems)
@@ -333,49 +367,11 @@ def _parse_gate(gate: Any, problems: list[str]) -> tuple[tuple[str, ...], bool]:
     return fail_on, strict if isinstance(strict, bool) else False
 
 
-def _pair_ref(where: str, entry: Any, builds: dict[str, Build], problems: list[str]) -> tuple[Build, Build] | None:
-    keys = set(entry) if isinstance(entry, dict) else set()
-    if not isinstance(entry, dict) or keys - {"unsloth", "zoo", "options"} or not {"unsloth", "zoo"} <= keys:
-        problems.append(f"{where}: each entry must be {{ unsloth = NAME, zoo = NAME }}, got {entry!r:.80}")
-        return None
-    out = []
-    for role in ("unsloth", "zoo"):
-        name = entry[role]
-        b = builds.get(name) if isinstance(name, str) else None
-        if b is None:
-            problems.append(f"{where}: {role} = {name!r} is not a build in this file{suggest(str(name), builds)}; "
-                            f"builds: {', '.join(builds)}")
-            return None
-        if b.role != role:
-            problems.append(f"{where}: {role} = {name!r} is a {b.package} build")
-            return None
-        out.append(b)
-    return out[0], out[1]
-
-
-def _expand(pairs: dict[str, Any], builds: dict[str, Build], by_role: dict[str, list[Build]],
-            options: CellOptions, problems: list[str]) -> list[Cell]:
-    product = pairs.get("product", True)
-    chosen: list[tuple[Build, Build, CellOptions]] = []
-    if product is True:
-        chosen = [(u, z, options) for u in by_role["unsloth"] for z in by_role["zoo"]]
-    for i, entry in enumerate(pairs.get("include", []) if isinstance(pairs.get("include"), list) else [], 1):
-        ref = _pair_ref(f"[pairs] include #{i}", entry, builds, problems)
-        if ref:
-            opts, p = parse_options(f"[pairs] include #{i} options", entry.get("options", {}), options)
-            problems += p
-            chosen = [c for c in chosen if (c[0], c[1]) != ref] + [(ref[0], ref[1], opts)]
-    excluded = set()
-    for i, entry in enumerate(pairs.get("exclude", []) if isinstance(pairs.get("exclude"), list) else [], 1):
-        ref = _pair_ref(f"[pairs] exclude #{i}", entry, builds, problems)
-        if ref:
-            excluded.add((ref[0].name, ref[1].name))
-    cells = [Cell(u, z, o) for u, z, o in chosen if (u.name, z.name) not in excluded]
-    if builds and not cells and not problems:
-        problems.append("[pairs]: the selection is empty (product = false and no include, or all excluded)")
-    return cells
-
-
 def _check_index(builds: dict[str, Build], first_seen: dict[str, int], index: IndexClient) -> list[str]:
     return [p for name, b in builds.items() for p in
             inputs.index_problems(b, f"[[build]] #{first_seen[name]} {name!r}", index)]
+
+
+def subject_of(roles: Any) -> checks.Subject | None:
+    """The registered subject whose axes are exactly ``roles``, or None."""
+    return axes.subject_of(roles)

@@ -139,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
              and any(cpu_backend_steps(m) for m in modules.values()))
     not_run = unavailable or ("not run: --phases raw" if args.phases == "raw" else None)
     report["cpu_backend"] = {"process": None if not_run else backend_process, "reason": not_run}
+    # Checks whose every step is raw (a subject that is not unsloth) need no `import unsloth` at all.
+    raw_only = args.phases == "raw" or not any(m.UNSLOTH_STEPS or cpu_backend_steps(m) for m in modules.values())
     phases = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout, selected,
-                    args.phases == "raw", cpu_backend=third)
+                    raw_only, cpu_backend=third)
     raw, uns, cpu = phases["raw"], phases.get("unsloth"), phases.get(CPU_BACKEND)
     for phase, keys in ((uns, ("import_unsloth_s", "waited_for_raw_s")), (cpu, (CPU_BACKEND_IMPORT_KEY,))):
         for key in keys:

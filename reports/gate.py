@@ -156,6 +156,11 @@ def exit_code(report: dict[str, Any]) -> int:
     return evaluate(report).gate_exit_code
 
 
+def _version(build: Any) -> str:
+    b = build if isinstance(build, dict) else {}
+    return str(b.get("installed_version") or b.get("version") or b.get("describe") or "-")
+
+
 def recommendation(cell: dict[str, Any], checks: list[dict[str, Any]], fixed_since: str | None = None,
                    confirmed_by: str | None = None, scan_check: str | None = None) -> str:
     """What a maintainer can act on for one classified cell: one line per check, in the check's own words.
@@ -164,8 +169,8 @@ def recommendation(cell: dict[str, Any], checks: list[dict[str, Any]], fixed_sin
     which a regression can follow), for the check the scan covered (``scan_check``; all checks when None);
     ``confirmed_by`` says whether the runtime detector confirmed it.
     """
-    zoo_v = cell["builds"]["zoo"].get("installed_version") or cell["builds"]["zoo"].get("version")
-    uns_v = cell["builds"]["unsloth"].get("installed_version") or cell["builds"]["unsloth"].get("version")
+    builds = cell.get("builds") or {}
+    zoo_v, uns_v = (_version(builds.get(role)) for role in ("zoo", "unsloth"))
     how = "confirmed by running the kernel" if confirmed_by == "runtime" else "static reading"
     lines = []
     for check in checks:

@@ -26,10 +26,11 @@ def _error_verdict(reason: str) -> Verdict:
 
 def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT,
              strict: bool = False) -> dict[str, dict[str, Any]]:
-    """Every registered check's verdict for one cell, as dicts (see ``Verdict.to_dict``)."""
+    """The verdict of every check the cell runs (those whose subject has the cell's axes: the keys of its
+    ``builds``), as dicts (see ``Verdict.to_dict``)."""
     out = {}
     error = cell.get("error")
-    for name in checks.REGISTRY:
+    for name in cell_checks(cell):
         info = checks.info(name)
         section = (cell.get("checks") or {}).get(info.id)
         if error:
@@ -43,11 +44,41 @@ def verdicts(cell: dict[str, Any], failing: frozenset[str] = FAILING_BY_DEFAULT,
     return out
 
 
+def cell_checks(cell: dict[str, Any]) -> list[str]:
+    """The registered folders of the checks a cell runs: those whose subject has the cell's axes."""
+    roles = list(cell.get("builds") or {})
+    return checks.for_axes(roles) or list(checks.REGISTRY)
+
+
+def _builds(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b if isinstance(b, dict) else {} for b in (cell.get("builds") or {}).values()]
+
+
+def _stack_name(cell: dict[str, Any]) -> str | None:
+    return (cell.get("stack") or {}).get("name") if isinstance(cell.get("stack"), dict) else None
+
+
+def row_of(cell: dict[str, Any]) -> str:
+    """The grid row of a cell: its build on the first axis (unsloth, in an unsloth x unsloth_zoo matrix)."""
+    first = _builds(cell)[:1]
+    return str(first[0].get("name")) if first else "-"
+
+
 def column_of(cell: dict[str, Any]) -> str:
-    """The grid column of a cell: its zoo build, and its trainer stack where the matrix names one."""
-    zoo = str(((cell.get("builds") or {}).get("zoo") or {}).get("name"))
-    stack = (cell.get("stack") or {}).get("name") if isinstance(cell.get("stack"), dict) else None
-    return f"{zoo} @ {stack}" if stack else zoo
+    """The grid column of a cell: its builds on the other axes (the zoo build), and its trainer stack where
+    the matrix names one; a one-axis matrix's columns are its stacks."""
+    rest = " × ".join(str(b.get("name")) for b in _builds(cell)[1:])
+    stack = _stack_name(cell)
+    if stack:
+        return f"{rest} @ {stack}" if rest else stack
+    return rest or "-"
+
+
+def axes_of(cell: dict[str, Any]) -> tuple[str, str]:
+    """What the grid's rows and columns are, in words: ``("unsloth", "zoo")``, ``("nanochat", "stack")``."""
+    roles = list(cell.get("builds") or {})
+    cols = roles[1:] + (["stack"] if _stack_name(cell) else [])
+    return (roles[0] if roles else "-"), (" × ".join(cols) or "-")
 
 
 def check_table() -> list[dict[str, Any]]:
@@ -67,13 +98,15 @@ def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] |
     cols: list[str] = []
     entries = []
     for cell in cells:
-        u, z = cell["builds"]["unsloth"]["name"], column_of(cell)
+        u, z = row_of(cell), column_of(cell)
         if u not in rows:
             rows.append(u)
         if z not in cols:
             cols.append(z)
         v = verdicts(cell, failing, strict)
         entries.append({**cell, "verdicts": v, "gate_fail": any(x["gate_fail"] for x in v.values())})
+    seen = {cid for e in entries for cid in e["verdicts"]}
+    table = [c for c in table if c["id"] in seen] or table  # the checks these cells ran, in registry order
     summary = {c["id"]: dict.fromkeys(GUARD_STATES, 0) for c in table}
     reach = {c["id"]: dict.fromkeys(REACHES, 0) for c in table}
     for e in entries:
@@ -86,7 +119,8 @@ def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] |
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "matrix": matrix,
         "checks": table,
-        "grid": {"unsloth": rows, "zoo": cols},
+        # "unsloth" holds the rows and "zoo" the columns whatever the axes are (schema 2); "axes" names them.
+        "grid": {"unsloth": rows, "zoo": cols, "axes": list(axes_of(cells[0])) if cells else ["unsloth", "zoo"]},
         "summary": summary,
         "reach_summary": reach,
         "gate": {"failing_states": sorted(failing), "strict": strict,

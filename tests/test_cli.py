@@ -31,7 +31,8 @@ def test_bad_matrix_file_exits_2_with_every_problem(tmp_path: Path, argv: list[s
     assert "Traceback" not in text
     assert f"{bad}: 3 problem(s)" in text
     assert "unknown key 'verison' (did you mean 'version'?)" in text
-    assert "package 'unslot' is not one of unsloth, unsloth_zoo" in text
+    assert "package 'unslot' is not a package any check is about (did you mean 'unsloth'?); valid: unsloth, " \
+           "unsloth-zoo, nanochat" in text
 
 
 def test_bad_shard_exits_2(tmp_path: Path) -> None:

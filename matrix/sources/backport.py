@@ -23,8 +23,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from matrix.errors import BackportError, BuildError
 from matrix.index import IndexClient, redact
-from matrix.sources.backport_build import Manifest, build_backport, confined, load_manifest
-from matrix.sources.interface import BuildSource, Materialized, sha256_file
+from matrix.sources.backport_build import Manifest, apply_edits, build_backport, confined, load_manifest
+from matrix.sources.interface import BuildSource, Materialized, copy_tree, sha256_file, sha256_tree
 from matrix.sources.pypi import PypiSource
 
 BACKPORTS_DIR = Path(__file__).resolve().parent.parent / "backports"
@@ -152,3 +152,16 @@ class BackportSource(BuildSource):
                    "wheel_sha256": digest}
         return Materialized(requirement=str(wheel), pin=f"{self.package} @ {wheel.as_uri()}", digest=digest,
                             details=details)
+
+    def materialize_tree(self, workdir: Path) -> Materialized:
+        """The base's tree, copied, with the backport's edits applied (a subject that is a source tree)."""
+        if self.base_source is None:
+            raise BuildError(f"backport {self.backport}: base build {self.base!r} was not resolved")
+        base = self.base_source.materialize_tree(workdir / "base")
+        manifest = load_manifest(self.directory)
+        tree = copy_tree(base.tree or workdir, workdir / "tree")
+        apply_edits(tree, manifest, f"backport {manifest.name} (build on {self.base})")
+        digest = sha256_tree(tree)
+        details = {"backport": self.backport, "base": self.base, "base_tree_sha256": base.digest,
+                   "tree_sha256": digest, **{k: v for k, v in base.details.items() if k in ("url", "ref", "commit")}}
+        return Materialized(requirement="", pin="", digest=digest, tree=tree, details=details)

@@ -215,17 +215,9 @@ def apply_patch(root: Path, manifest: Manifest, entry: dict[str, str], label: st
         raise BackportError(f"{label}: patch {entry['file']} does not apply:\n{res.tail()}")
 
 
-def build_backport(manifest: Manifest, base_wheel: Path, base_digest: str | None, out_dir: Path,
-                   build_name: str) -> Path:
-    """Apply ``manifest`` to ``base_wheel``; return the new wheel under ``out_dir``."""
-    label = f"backport {manifest.name} (build {build_name})"
-    root = out_dir / "unpacked"
-    if root.exists():
-        import shutil
-
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    unpack(base_wheel, root)
+def apply_edits(root: Path, manifest: Manifest, label: str) -> None:
+    """The backport's ``[[add]]``, ``[[insert]]`` and ``[[patch]]`` edits, in that order, on the tree at ``root``
+    (an unpacked wheel, or a source tree for a subject that is one)."""
     for i, entry in enumerate(manifest.data.get("add", []), 1):
         src = confined(manifest.directory, entry.get("src", ""), "src", f"{label} [[add]] #{i}")
         if not src.is_file():
@@ -237,6 +229,20 @@ def build_backport(manifest: Manifest, base_wheel: Path, base_digest: str | None
         apply_insert(root, manifest, entry, f"{label} [[insert]] #{i}")
     for i, entry in enumerate(manifest.data.get("patch", []), 1):
         apply_patch(root, manifest, entry, f"{label} [[patch]] #{i}")
+
+
+def build_backport(manifest: Manifest, base_wheel: Path, base_digest: str | None, out_dir: Path,
+                   build_name: str) -> Path:
+    """Apply ``manifest`` to ``base_wheel``; return the new wheel under ``out_dir``."""
+    label = f"backport {manifest.name} (build {build_name})"
+    root = out_dir / "unpacked"
+    if root.exists():
+        import shutil
+
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    unpack(base_wheel, root)
+    apply_edits(root, manifest, label)
     dist_info = next(p for p in root.iterdir() if p.name.endswith(".dist-info"))
     marker = {"backport": manifest.name, "summary": manifest.summary, "base_wheel": base_wheel.name,
               "base_sha256": base_digest}

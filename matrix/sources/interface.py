@@ -29,6 +29,8 @@ class Materialized:
     pin: str
     digest: str | None
     details: dict[str, Any] = field(default_factory=dict)
+    # A source tree (``materialize_tree``): the checkout the cell's env is made from and its probes read.
+    tree: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,26 @@ class BuildSource:
         """Produce an installable under ``workdir`` (may clone, build, download)."""
         raise NotImplementedError
 
+    def materialize_tree(self, workdir: Path) -> Materialized:
+        """Produce a source tree under ``workdir`` (a package that is not installed as a wheel: its digest is
+        the tree's, ``tree`` is its path). Only checkouts can: a git ref, a directory, a backport of one."""
+        from matrix.errors import BuildError
+
+        raise BuildError(f"{self.describe()}: a {self.KIND} build is not a source tree; give a git ref or a "
+                         "checkout's directory")
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    """A copy of a checkout without VCS data, caches and envs (what ``sha256_tree`` skips), so that a run
+    never writes into the user's checkout."""
+    import shutil
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, symlinks=True,
+                    ignore=lambda d, names: [n for n in names if n in TREE_SKIP or n.endswith(".egg-info")])
+    return dest
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -72,13 +94,15 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+TREE_SKIP = frozenset({".git", "__pycache__", ".nox", ".venv", "build", "dist"})
+
+
 def sha256_tree(root: Path) -> str:
     """Digest of a source tree: relative paths and contents, VCS and caches excluded."""
     h = hashlib.sha256()
-    skip = {".git", "__pycache__", ".nox", ".venv", "build", "dist"}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
-        if any(part in skip or part.endswith(".egg-info") for part in rel.parts):
+        if any(part in TREE_SKIP or part.endswith(".egg-info") for part in rel.parts):
             continue
         if p.is_file() and not p.is_symlink():
             h.update(str(rel).encode() + b"\0")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from matrix.errors import BuildError
-from matrix.sources.interface import BuildSource, Materialized, sha256_file, sha256_tree
+from matrix.sources.interface import BuildSource, Materialized, copy_tree, sha256_file, sha256_tree
 from matrix.tools import run_tool, uv_bin
 
 
@@ -72,3 +72,12 @@ class PathSource(BuildSource):
             details = {"path": str(p), "tree_sha256": digest, "wheel_sha256": sha256_file(wheel)}
         pin = f"{self.package} @ {wheel.as_uri()}"
         return Materialized(requirement=str(wheel), pin=pin, digest=digest, details=details)
+
+    def materialize_tree(self, workdir: Path) -> Materialized:
+        p = self.resolved
+        if not p.is_dir():
+            raise BuildError(f"path build {self.path}: {p} is not a directory (a source tree is a checkout)")
+        digest = sha256_tree(p)
+        tree = copy_tree(p, workdir / "tree")  # the run writes nothing into the user's checkout
+        return Materialized(requirement="", pin="", digest=digest, tree=tree,
+                            details={"path": str(p), "tree_sha256": digest})

@@ -1,6 +1,7 @@
 """The registry of skew checks, and the contract every check folder meets.
 
-A *check* is one known skew hazard between unsloth and unsloth_zoo: its
+A *check* is one known hazard in the code under test (a skew between unsloth
+and unsloth_zoo, or the same fault in another training codebase): its
 detectors, its behaviour suite, its training probe, its verdict logic and its
 wording. Each check is one package under ``probes/checks/``; adding a hazard
 means copying a check folder and adding one line to ``REGISTRY`` below.
@@ -10,7 +11,11 @@ A check folder ``probes/checks/<name>/`` provides:
 
 ``__init__.py`` (stdlib only)
     ``INFO``: a :class:`CheckInfo` (id, title, one-line hazard, meanings of
-    the states in this check's words).
+    the states in this check's words). ``SUBJECT``: a :class:`Subject` -- the
+    packages under test, one matrix axis each (unsloth x unsloth_zoo wheels,
+    or a source tree such as a nanochat checkout); a matrix file's builds
+    must be one subject's packages, and a cell runs the checks of that
+    subject only.
 ``phases.py`` (runs inside a cell env; may import torch and the packages
 under test, lazily)
     ``static() -> dict`` -- in the parent probe process, without importing
@@ -97,17 +102,19 @@ from probes.checks.capabilities import (
     ScanTarget,
     StepDetails,
     StepRenderer,
+    Subject,
 )
 
 __all__ = ["CAPABILITIES", "REGISTRY", "CheckInfo", "DetailTable", "GpuCase", "GpuMeasure", "GuardScan",
-           "MutationTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer", "capability",
-           "folder_of", "ids", "info", "infos", "lacks", "package", "phases_module", "verdict_module",
-           "with_capability"]
+           "MutationTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer", "Subject",
+           "capability", "folder_of", "for_axes", "ids", "info", "infos", "lacks", "package", "phases_module",
+           "subject", "subjects", "verdict_module", "with_capability"]
 
 # The registry: one line per check, in report order.
 REGISTRY: tuple[str, ...] = (
     "fused_ce_masked_nan",
     "cpu_ce_masked_nan",
+    "nanochat_sft_masked_nan",
 )
 
 
@@ -161,6 +168,27 @@ def infos() -> list[CheckInfo]:
 
 def ids() -> list[str]:
     return [i.id for i in infos()]
+
+
+def subject(name: str) -> Subject:
+    """The packages a check's cells are made of (``SUBJECT`` in its ``__init__.py``)."""
+    return importlib.import_module(package(name)).SUBJECT  # type: ignore[no-any-return]
+
+
+def subjects() -> list[Subject]:
+    """The distinct subjects of the registered checks, in registry order."""
+    out: list[Subject] = []
+    for name in REGISTRY:
+        s = subject(name)
+        if all(dict(s.axes) != dict(o.axes) for o in out):
+            out.append(s)
+    return out
+
+
+def for_axes(roles: Any) -> list[str]:
+    """The registered folders whose subject has exactly the axes ``roles`` (the checks a cell runs)."""
+    want = set(roles)
+    return [n for n in REGISTRY if set(subject(n).roles) == want]
 
 
 def verdict_module(name: str) -> ModuleType:

@@ -224,3 +224,35 @@ class StepRenderer(Protocol):
     TRAIN_COUNT: str
 
     def details(self, section: dict[str, Any]) -> StepDetails: ...
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a check's cells are made of: one matrix axis per package under test (``SUBJECT`` in a check's
+    ``__init__.py``; required). The harness reads it to validate a matrix file's builds, expand its cells and
+    choose the checks a cell runs: a cell runs every check whose subject has exactly the cell's axes.
+
+    ``axes`` maps each distribution to its axis (the role its builds play: the key in the cell JSON's
+    ``builds`` and in ``[[expect]]`` / ``[pairs]`` tables), in grid order: the first axis is the grid's rows.
+    A package that is a source tree rather than a wheel (``tree_env`` set) is not installed: its env gets
+    the tree's own ``pyproject.toml`` dependencies (plus ``extras`` the tree declares, ``uv --no-sources``),
+    and the probes find the tree's path in the environment variable ``tree_env``. ``tree_needs``: files a
+    tree must hold, checked when it is materialised (a missing one is a build error naming the build).
+    """
+
+    axes: Mapping[str, str]
+    tree_env: str = ""
+    extras: tuple[str, ...] = ()
+    tree_needs: tuple[str, ...] = ()
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(self.axes.values())
+
+    @property
+    def is_tree(self) -> bool:
+        return bool(self.tree_env)
+
+
+# The subject of the checks whose hazard sits between unsloth and unsloth_zoo wheels.
+UNSLOTH_WITH_ZOO = Subject({"unsloth": "unsloth", "unsloth_zoo": "zoo"})

@@ -29,6 +29,7 @@ from reports.render.html_cell import cell_details
 from reports.render.view import (
     build_descriptions,
     cell_failed,
+    grid_axes,
     grid_index,
     headline,
     report_checks,
@@ -170,7 +171,8 @@ class HtmlRenderer(Renderer):
                     f'data-gate="{"fail" if fail else "pass"}">'
                     f'<a href="{esc(anchor(str(e.get("cell_id"))))}">{"".join(lines) or "-"}</a></td>')
             body.append(f'<tr><th scope="row">{esc(u)}<small>{esc(udesc.get(u))}</small></th>{"".join(tds)}</tr>')
-        return (f'<table class="grid" id="grid"><thead><tr><th class="corner">unsloth ↓ · zoo →</th>{head}</tr>'
+        corner = esc(" ↓ · ".join(grid_axes(report)))
+        return (f'<table class="grid" id="grid"><thead><tr><th class="corner">{corner} →</th>{head}</tr>'
                 f'</thead><tbody>{"".join(body)}</tbody></table>')
 
     def _legend(self, report: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from reports.render.details import check_details, train_table
 from reports.render.view import (
     admissible_text,
     build_descriptions,
+    grid_axes,
     grid_index,
     headline,
     plural,
@@ -135,7 +136,8 @@ class MarkdownRenderer(Renderer):
         grid = report.get("grid") or {}
         zoos, rows = list(grid.get("zoo") or []), list(grid.get("unsloth") or [])
         zdesc, udesc = build_descriptions(cells)
-        out = ["| unsloth \\ zoo | " + " | ".join(_esc(f"{z} ({zdesc.get(z, '-')})") for z in zoos) + " |",
+        corner = " \\ ".join(grid_axes(report))
+        out = [f"| {corner} | " + " | ".join(_esc(f"{z} ({zdesc.get(z, '-')})") for z in zoos) + " |",
                "|---|" + "---|" * len(zoos)]
         at = grid_index(report)
         for u in rows:

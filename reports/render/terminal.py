@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from reports.advice import advice, fixed_since
 from reports.render.base import Renderer
 from reports.render.view import (
+    grid_axes,
     grid_index,
     headline,
     plural,
@@ -71,7 +72,7 @@ class TerminalRenderer(Renderer):
                     continue
                 lines[u, z] = [(state_of(verdict_of(e, c["id"]), "guard"),
                                 verdict_line(e, c["id"], labels[c["id"]])) for c in checks] or [("", "-")]
-        corner = "unsloth \\ zoo"
+        corner = " \\ ".join(grid_axes(report))
         w0 = max([len(corner), *(len(u) for u in rows)])
         widths = [max([len(z), *(len(t) for u in rows for _, t in lines[u, z])]) for z in zoos]
         out = [f"skewmatrix: {report.get('matrix', '')} ({plural(len(cells), 'cell')} × "

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reports.model import column_of
+from reports.model import column_of, row_of
 
 Outcome = Literal["pass", "failure", "error", "skipped"]
 
@@ -59,10 +59,15 @@ def grid_index(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     (``reports.model.column_of``)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for e in _list(report.get("cells")):
-        builds = _dict(_dict(e).get("builds"))
-        key = (str(_dict(builds.get("unsloth")).get("name")), column_of(_dict(e)))
+        key = (row_of(_dict(e)), column_of(_dict(e)))
         out.setdefault(key, e)
     return out
+
+
+def grid_axes(report: dict[str, Any]) -> tuple[str, str]:
+    """What the grid's rows and columns are (``reports.model.axes_of``), for its corner."""
+    axes = [str(a) for a in _list(_dict(report.get("grid")).get("axes"))]
+    return (axes[0], axes[1]) if len(axes) == 2 else ("unsloth", "zoo")
 
 
 def verdict_of(entry: dict[str, Any], check_id: str) -> dict[str, Any]:
@@ -350,17 +355,19 @@ def run_title(run: dict[str, Any]) -> str:
 
 
 def build_descriptions(cells: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
-    """``(grid column -> describe, unsloth name -> describe)`` over the cells that carry their builds; a
-    stack's column adds the transformers and TRL it resolved."""
+    """``(grid column -> describe, grid row -> describe)`` over the cells that carry their builds; a stack's
+    column adds the packages it resolved (transformers and TRL; torch too where the column has no build)."""
     out: tuple[dict[str, str], dict[str, str]] = ({}, {})
     for e in cells:
-        builds = e.get("builds") or {}
-        if isinstance(builds.get("zoo"), dict):
-            text = builds["zoo"].get("describe", "")
-            resolved = _dict(_dict(e.get("stack")).get("resolved"))
-            if _dict(e.get("stack")).get("name"):
-                text += " · " + ", ".join(f"{k} {v}" for k, v in resolved.items() if v and k != "torch")
-            out[0][column_of(e)] = text
-        if isinstance(builds.get("unsloth"), dict):
-            out[1][builds["unsloth"]["name"]] = builds["unsloth"].get("describe", "")
+        builds = [b for b in (e.get("builds") or {}).values() if isinstance(b, dict)]
+        if not builds:
+            continue
+        text = " × ".join(str(b.get("describe", "")) for b in builds[1:])
+        stack = _dict(e.get("stack"))
+        if stack.get("name"):
+            resolved = _dict(stack.get("resolved"))
+            shown = ", ".join(f"{k} {v}" for k, v in resolved.items() if v and (k != "torch" or len(builds) == 1))
+            text = " · ".join(x for x in (text, shown) if x)
+        out[0][column_of(e)] = text
+        out[1][row_of(e)] = str(builds[0].get("describe", ""))
     return out

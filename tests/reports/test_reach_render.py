@@ -69,7 +69,7 @@ def test_stacks_are_grid_columns_of_their_own() -> None:
         cell["cell_id"] = f"u1__z3__{name}"
         cell["stack"] = {"name": name, "requested": {"transformers": tf}, "resolved": {"transformers": tf, "trl": "x"}}
     rep = build_report([floor, newest], matrix="m.toml")
-    assert rep["grid"] == {"unsloth": ["u1"], "zoo": ["z3 @ floor", "z3 @ newest"]}
+    assert rep["grid"] == {"unsloth": ["u1"], "zoo": ["z3 @ floor", "z3 @ newest"], "axes": ["unsloth", "zoo × stack"]}
     text = RENDERERS["terminal"].render(rep)
     assert "z3 @ floor" in text.splitlines()[2] and "z3 @ newest" in text.splitlines()[2]
     page = RENDERERS["html"].render(rep)

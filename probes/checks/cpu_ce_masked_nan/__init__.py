@@ -12,6 +12,9 @@ Stdlib only here.
 from __future__ import annotations
 
 from probes.checks import CheckInfo
+from probes.checks.capabilities import UNSLOTH_WITH_ZOO
+
+SUBJECT = UNSLOTH_WITH_ZOO  # unsloth x unsloth_zoo wheels from PyPI, git, a path or a backport
 
 INFO = CheckInfo(
     id="cpu-ce-masked-nan",

@@ -15,10 +15,13 @@ and ``gpu_measure.py`` (the GPU device check). Stdlib only here.
 from __future__ import annotations
 
 from probes.checks import CheckInfo
+from probes.checks.capabilities import UNSLOTH_WITH_ZOO
 
 # The guard protocol module a guard build ships (our backport's ``unsloth/fused_ce_guard.py``), written once:
 # the behaviour suite, the probes, the mutation runner, the scan and the GPU measurement all read it here.
 GUARD_MODULE = "unsloth.fused_ce_guard"
+
+SUBJECT = UNSLOTH_WITH_ZOO  # unsloth x unsloth_zoo wheels from PyPI, git, a path or a backport
 
 INFO = CheckInfo(
     id="fused-ce-masked-nan",

@@ -20,22 +20,18 @@ and run on the tiny model), ``suite.py`` (behaviour tests), ``corpus.py`` /
 from __future__ import annotations
 
 from probes.checks import CheckInfo
+from probes.checks.capabilities import Subject
 
 # What this check is about, as data (the matrix builds its axes from it): the package under test is a
-# source tree, not a PyPI release; its env is its own pyproject's dependencies, the tree on sys.path.
-SUBJECT: tuple[str, ...] = ("nanochat",)
-SOURCE = {
-    "package": "nanochat",             # the importable package inside the tree
-    "kind": "source-tree",             # a git ref or a path; nanochat is not on PyPI and builds no wheel
-    "env_var": "SKEWMATRIX_SOURCE_NANOCHAT",  # the tree's path; else found through ``nanochat`` on sys.path
-    "needs": ("nanochat/gpt.py", "scripts/chat_sft.py", "pyproject.toml"),
-    # [project].dependencies plus the "cpu" extra where the tree has one (runs/runcpu.sh: `uv sync --extra cpu`;
-    # it brings setuptools, which torch.compile's CPU backend needs), with `uv --no-sources`: the extra's torch
-    # index is out of reach and PyPI's torch 2.9.1 runs on CPU. The project itself is not installed (no
-    # build-system; setuptools refuses its flat layout): the tree goes on PYTHONPATH.
-    "install": "dependencies+cpu-extra",
-    "python": ">=3.11",                # the run uses ``python -P`` (3.11+); nanochat itself allows 3.10
-}
+# source tree (a git ref, a path or a backport of one), not a PyPI release. Its env is the tree's own
+# [project].dependencies plus the "cpu" extra (runs/runcpu.sh: `uv sync --extra cpu`; it brings setuptools,
+# which torch.compile's CPU backend needs), with `uv --no-sources`: the extra's torch index is out of reach
+# and PyPI's torch runs on CPU. The project itself is not installed (no build-system; setuptools refuses its
+# flat layout): the probes find the tree in $SKEWMATRIX_SOURCE_NANOCHAT (else through an importable
+# ``nanochat``). The run uses ``python -P`` (3.11+); nanochat itself allows 3.10.
+SUBJECT = Subject({"nanochat": "nanochat"}, tree_env="SKEWMATRIX_SOURCE_NANOCHAT", extras=("cpu",),
+                  tree_needs=("nanochat/gpt.py", "scripts/chat_sft.py", "pyproject.toml"))
+SOURCE = {"package": "nanochat", "env_var": SUBJECT.tree_env}
 
 INFO = CheckInfo(
     id="nanochat-sft-masked-nan",

@@ -102,7 +102,7 @@ def steps_from(record: dict[str, Any], logged: dict[int, Any], ga: int) -> list[
             after = max(after or 0, final or 0)
         counts = [m["labels_left"] for m in mbs]
         out.append({"step": step, "logged_loss": logged[step], "labels_left": sum(m["labels_left"] or 0 for m in mbs),
-                    "valid_targets": counts, "num_items_in_batch": counts, "micro_batches": mbs,
+                    "valid_targets": counts, "micro_batches": mbs,
                     "kernel_calls": sum(m["loss_computed"] for m in mbs), "nonfinite_params": after or 0})
     return out
 
