@@ -125,10 +125,11 @@ def _fallback(arm: list[ast.stmt], loss_names: set[str]) -> dict[str, Any] | Non
 
 
 def _post_guard(fn: ast.FunctionDef, loss: str, after: int) -> ast.AST | None:
-    """A later assignment that makes the loss finite whatever the count (``nan_to_num``, ``where``, floored divisor)."""
+    """A later assignment of the loss, or of a name made from it (``loss = loss_sum / n``), that makes it finite
+    whatever the count (``nan_to_num``, ``where``, a floored divisor)."""
     for node in ast.walk(fn):
         if (isinstance(node, ast.Assign) and node.lineno > after
-                and any(isinstance(t, ast.Name) and t.id == loss for t in node.targets)
+                and any(isinstance(t, ast.Name) for t in node.targets)
                 and loss in _names(node.value)):
             called = {_name(c.func) for c in ast.walk(node.value) if isinstance(c, ast.Call)}
             if called & FINITE_WRAPPERS:
