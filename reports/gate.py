@@ -171,6 +171,11 @@ def recommendation(cell: dict[str, Any], checks: list[dict[str, Any]], fixed_sin
     """
     builds = cell.get("builds") or {}
     zoo_v, uns_v = (_version(builds.get(role)) for role in ("zoo", "unsloth"))
+    pair = "zoo" in builds and "unsloth" in builds
+    # a cell of another subject (a source tree): its builds, named by package and what they are
+    code = " and ".join(f"{(b or {}).get('package', role)} {(b or {}).get('name', '')} ({_version(b)})"
+                        for role, b in builds.items())
+    subject = f"unsloth_zoo {zoo_v} and unsloth {uns_v}" if pair else code
     how = "confirmed by running the kernel" if confirmed_by == "runtime" else "static reading"
     lines = []
     for check in checks:
@@ -183,20 +188,22 @@ def recommendation(cell: dict[str, Any], checks: list[dict[str, Any]], fixed_sin
         guard, reason, reach = v["guard"], v["guard_reason"], v.get("reach")
         head = f"{check['id']}: "
         if guard == "missing" and reach == "latent":
-            text = (f"LATENT: with unsloth_zoo {zoo_v} and unsloth {uns_v}, {check['hazard']}, and nothing guards "
+            text = (f"LATENT: with {subject}, {check['hazard']}, and nothing guards "
                     f"it; but {v.get('reach_reason')}. "
                     + ("The gate fails it in strict mode. " if not v.get("gate_fail") else "Strict mode fails it. ")
                     + f"Fix: {fix}.")
         elif guard == "missing":
             how = ("a real training run on this stack shows it" if reach == "exposed"
                    else "no training run shows whether your trainer reaches it, so it counts as exposed")
-            text = (f"EXPOSED: with unsloth_zoo {zoo_v} and unsloth {uns_v}, {check['hazard']}; nothing guards it, "
+            text = (f"EXPOSED: with {subject}, {check['hazard']}; nothing guards it, "
                     f"and {how} ({v.get('symptom') or v.get('reach_reason') or reason}). Fix: {fix}.")
         elif guard == "broken":
             text = (f"BROKEN: a guard is present but misbehaves ({reason}); a defective guard fails the gate "
                     f"whatever the route ({reach}: {v.get('reach_reason')}). Fix: {fix}.")
         elif guard == "error":
             text = f"NO VERDICT: the environment could not be probed ({reason}). Fix the cause and rerun."
+        elif not pair and guard in ("activates", "no-ops", "not-needed"):
+            text = f"Safe: {code}: {check['guard_meaning'].get(guard, guard)}."
         elif guard == "activates":
             text = (f"Protected: unsloth_zoo {zoo_v} is vulnerable, but a guard in unsloth {uns_v} activates and "
                     f"passes. Upgrading (fix: {fix}) would remove the need for it.")

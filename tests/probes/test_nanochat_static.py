@@ -45,6 +45,26 @@ def test_presence_test_is_not_a_guard() -> None:
     assert static.analyze_model(model(PLAIN))["verdict"] == "vulnerable"
 
 
+def test_a_sum_divided_by_a_floored_count_under_another_name_is_fixed() -> None:
+    # our backport's shape: the 'sum' loss kept under its own name, then divided by max(count, 1)
+    r = static.analyze_model(model("""
+        flat = targets.view(-1)
+        loss_sum = F.cross_entropy(logits.view(-1, logits.size(-1)), flat, ignore_index=-1, reduction='sum')
+        loss = loss_sum / (flat != -1).sum().clamp(min=1)
+    """))
+    assert r["verdict"] == "fixed" and "clamp(min=1)" in r["reason"]
+
+
+def test_a_sum_divided_by_a_bare_count_is_not_called_fixed() -> None:
+    # the same without the floor is still 0 / 0 on an all -1 batch: the detector must not take any division
+    r = static.analyze_model(model("""
+        flat = targets.view(-1)
+        loss_sum = F.cross_entropy(logits.view(-1, logits.size(-1)), flat, ignore_index=-1, reduction='sum')
+        loss = loss_sum / (flat != -1).sum()
+    """))
+    assert r["verdict"] != "fixed"
+
+
 def test_constant_fallback_is_fixed_but_has_no_grad_fn() -> None:
     r = static.analyze_model(model("""
         keep = targets != -1

@@ -1,0 +1,140 @@
+"""The nanochat check through the real matrix: every ref of ``../shared/fixtures/nanochat.bundle`` and our backport.
+
+A matrix file like ``matrix/nanochat.toml`` (``url`` pointing at the bundle,
+as CI cannot reach GitHub), run with ``nox -s matrix``: each build is fetched
+from the bundle (the backport is master plus ``matrix/backports/nanochat-
+mean-floor``), its env is the tree's own ``pyproject.toml`` dependencies and
+``cpu`` extra with torch 2.9.1 (nanochat's pin), and the probes run the
+check's raw steps, ending in the tree's own ``scripts/chat_sft.py`` at GA 1
+and GA 4. The torch 2.14.1 column of the shipped file is the README's run
+(``SKEWMATRIX_MATRIX=matrix/nanochat.toml nox -s matrix``), not repeated here.
+
+Expectations, written from each diff before any run (the mechanism; which
+step a fully masked micro-batch lands on is the data's):
+
+* master 92d63d4: ``F.cross_entropy(..., reduction=loss_reduction)`` with no
+  guard, a loop with no check -> model vulnerable (both detectors), loop
+  unguarded; the NaN loss reaches ``backward()`` (n3, n4) and the log (n7);
+  eager autograd gives zero gradients for ignored rows, so n6 passes and the
+  weights stay finite; chat_sft.py logs ``loss: nan`` from the first step whose
+  last micro-batch is fully masked, to the end (the EMA keeps it) ->
+  missing, exposed.
+* PR #619 1a3ad25: ``if valid_mask.any(): ... else: logits.new_tensor(0.0)``
+  -> model fixed (0.0) but the fallback has no grad_fn: ``loss.backward()``
+  raises in the loop (n3, n4, n6, n7), ``reduction='sum'`` loses its grad_fn
+  and ``'none'`` returns a scalar (n5); chat_sft.py crashes with RuntimeError
+  at ``loss.backward()`` on the first fully masked micro-batch, at every GA ->
+  broken ("the NaN became a crash"), exposed.
+* PR #623 0f21a91 (carries #619's commit, then reverts gpt.py): model as
+  master; the loop computes the loss, keeps ``train_loss = loss.detach()``
+  (NaN) before its check, skips ``backward()`` -> gradients fine (n3, n6
+  pass), logged NaN (n7); a step whose every micro-batch is skipped leaves
+  every ``p.grad`` None and nanochat's MuonAdamW ``torch.stack``s them:
+  TypeError (n4); chat_sft.py at GA 1 crashes in ``optimizer.step()`` on the
+  first fully masked step -> broken, exposed.
+* PR #662 55eb345: model as master; the loop checks before the forward,
+  logs 0.0 for a skipped micro-batch -> n3, n6, n7 pass; n4 fails like #623;
+  chat_sft.py at GA 1 crashes in ``optimizer.step()`` -> broken, exposed.
+* fix (ours, master + nanochat-mean-floor): ``loss_sum / (targets != -1)
+  .sum().clamp(min=1)`` for 'mean' only -> both detectors fixed, the loop
+  unguarded (it needs nothing), every test passes, both runs log finite
+  losses (0.0 at a fully masked GA 1 step) -> not-needed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import ROOT, explain, run_nox
+
+pytestmark = pytest.mark.integration
+CHECK = "nanochat-sft-masked-nan"
+BUNDLE = ROOT.parent / "shared" / "fixtures" / "nanochat.bundle"
+REFS = {"master": "refs/heads/master", "pr-619": "refs/pull/619/head", "pr-623": "refs/pull/623/head",
+        "pr-662": "refs/pull/662/head"}
+# build -> (model, loop, failing tests, guard, reach, what the GA 1 run shows)
+EXPECTED: dict[str, tuple[str, str, set[str], str, str | None, str]] = {
+    "master": ("vulnerable", "unguarded", {"n3-all-masked-micro-batch", "n4-all-masked-step", "n7-logged-loss-finite"},
+               "missing", "exposed", "nan-logged"),
+    "pr-619": ("fixed", "unguarded", {"n3-all-masked-micro-batch", "n4-all-masked-step", "n5-other-reductions",
+                                      "n6-masked-adds-nothing", "n7-logged-loss-finite"},
+               "broken", "exposed", "crash:RuntimeError"),
+    "pr-623": ("vulnerable", "guarded", {"n4-all-masked-step", "n7-logged-loss-finite"},
+               "broken", "exposed", "crash:TypeError"),
+    "pr-662": ("vulnerable", "guarded", {"n4-all-masked-step"}, "broken", "exposed", "crash:TypeError"),
+    "fix": ("fixed", "unguarded", set(), "not-needed", None, "clean"),
+}
+STACK = "torch-2.9.1"
+# the commits the bundle's refs resolve to (../shared/fixtures/README.md); our backport is master's
+SHAS = {"master": "92d63d4e8bb4", "pr-619": "1a3ad25e1a93", "pr-623": "0f21a913a861", "pr-662": "55eb3455156d",
+        "fix": "92d63d4e8bb4"}
+
+
+def matrix_text() -> str:
+    builds = "".join(f'[[build]]\nname = "{n}"\npackage = "nanochat"\nsource = "git"\nurl = "nanochat.bundle"\n'
+                     f'ref = "{r}"\n\n' for n, r in REFS.items())
+    builds += ('[[build]]\nname = "fix"\npackage = "nanochat"\nsource = "backport"\nbase = "master"\n'
+               'backport = "nanochat-mean-floor"\n\n')
+    stack = f'[[stack]]\nname = "{STACK}"\ntorch = "==2.9.1"\n\n'
+    expect = "".join(f'[[expect]]\nnanochat = "{n}"\nstate = "{e[3]}"\n\n' for n, e in EXPECTED.items())
+    return f"schema = 1\n\n[options]\ndevice = \"cpu\"\n\n{builds}{stack}{expect}"
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("nanochat")
+    (tmp / "nanochat.bundle").symlink_to(BUNDLE)
+    matrix = tmp / "nanochat.toml"
+    matrix.write_text(matrix_text(), encoding="utf-8")
+    out = tmp / "out"
+    proc = run_nox(tmp / "nox", "-s", "matrix", out=out, matrix=matrix)
+    report_path = out / "report.json"
+    assert report_path.is_file(), explain(proc)
+    report = json.loads(report_path.read_text())
+    return {"proc": proc, "report": report, "cells": {c["cell_id"]: c for c in report["cells"]},
+            "text": (out / "report.md").read_text(encoding="utf-8") if (out / "report.md").is_file() else ""}
+
+
+def test_every_build_is_as_expected_so_the_run_exits_0(ran: dict[str, Any]) -> None:
+    assert ran["proc"].returncode == 0, explain(ran["proc"])
+    assert sorted(ran["cells"]) == sorted(f"{n}__{STACK}" for n in EXPECTED)
+    assert ran["report"]["grid"]["axes"] == ["nanochat", "stack"]
+    assert [c["id"] for c in ran["report"]["checks"]] == [CHECK]  # no unsloth check judged these cells
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_each_build_reaches_the_state_its_diff_predicts(name: str, ran: dict[str, Any]) -> None:
+    model, loop, failing, guard, reach, ga1 = EXPECTED[name]
+    cell = ran["cells"][f"{name}__{STACK}"]
+    assert cell["error"] is None, cell["error"]
+    assert cell["stack"]["resolved"]["torch"] == "2.9.1"
+    build = cell["builds"]["nanochat"]
+    assert build["details"]["commit"].startswith(SHAS[name]), build["details"]
+    check = cell["checks"][CHECK]
+    steps = {s["name"]: s for s in check["steps"]}
+    assert all(s["status"] == "ok" for s in steps.values()), steps
+    assert check["static"]["verdict"] == model, check["static"]["reason"]
+    assert check["static"]["loop"]["verdict"] == loop, check["static"]["loop"]["reason"]
+    assert steps["runtime"]["result"]["verdict"] == model, steps["runtime"]["result"]["reason"]
+    tests = steps["behavior"]["result"]["tests"]
+    assert {t["id"] for t in tests if t["outcome"] == "fail"} == failing, [(t["id"], t["reason"]) for t in tests]
+    runs = {r["name"]: r for r in steps["train"]["result"]["runs"]}
+    assert set(runs) == {"ga1", "ga4"} and runs["ga1"]["masked_micro_batches"], runs
+    first = runs["ga1"]
+    if ga1.startswith("crash:"):
+        assert first["outcome"] == "crash" and first["crash"]["type"] == ga1.split(":")[1], first["symptom"]
+    else:
+        assert first["outcome"] == ga1, first["symptom"]
+        assert first["final_nonfinite_params"] == 0 and first["checkpoint"]["nonfinite_params"] == 0
+    v = cell["verdicts"][CHECK]
+    assert (v["zoo"], v["guard"], v["reach"]) == (model, guard, reach), (v["guard_reason"], v.get("reach_reason"))
+
+
+def test_the_report_shows_a_maintainer_what_each_pr_does(ran: dict[str, Any]) -> None:
+    text = ran["text"]
+    assert "nanochat \\ stack" in text  # the grid's corner names its axes
+    for name in EXPECTED:
+        assert f"{name} (git nanochat.bundle@" in text or f"{name} (backport nanochat-mean-floor" in text, name
