@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from matrix import axes
 from matrix.errors import SkewmatrixError
 from reports.model import CELL_SCHEMA, verdicts
 
@@ -33,8 +34,11 @@ def load_cell(path: Path) -> dict[str, Any]:
     for key, kind in REQUIRED.items():
         if not isinstance(data.get(key), kind):
             raise ResultFileError(f"{path}: cell result lacks {key!r} (a {kind.__name__}); rerun that cell")
-    for role in ("unsloth", "zoo"):
-        build = data["builds"].get(role)
+    roles = list(data["builds"])
+    if axes.subject_of(roles) is None:  # one build per axis of a registered check's subject
+        raise ResultFileError(f"{path}: builds {roles} are not the packages of any check ({axes.subjects_text()}); "
+                              "rerun that cell")
+    for role, build in data["builds"].items():
         if not isinstance(build, dict) or not isinstance(build.get("name"), str):
             raise ResultFileError(f"{path}: builds.{role}.name missing; rerun that cell")
     if not isinstance(data.get("checks") or {}, dict):

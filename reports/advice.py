@@ -40,6 +40,18 @@ NEXT_STEP = {
     "not-needed": "Nothing to do: this pairing is not exposed.",
 }
 
+# A cell of another subject (no unsloth x zoo pair: a source tree such as a nanochat checkout): the fault and
+# its fix live in the build under test itself.
+NEXT_STEP_OTHER = {
+    **NEXT_STEP,
+    "missing": "This build has the fault and nothing handles it: apply a fix (as above) and rerun this cell to "
+               "confirm.",
+    "broken": "This build's fix is defective (its failing tests and training run are listed with the cell): fix "
+              "or withdraw it, then rerun this cell.",
+    "activates": "Nothing to do: the fault is handled where it arises, and the suite and the run are clean.",
+    "no-ops": "Nothing to do: the fault is fixed, and the extra handling stays idle.",
+}
+
 
 @dataclass(frozen=True)
 class Advice:
@@ -93,7 +105,9 @@ def advice(entry: dict[str, Any], check: dict[str, Any], *, fixed: str | None = 
     verdicts = entry.get("verdicts")
     v = verdicts.get(check.get("id")) if isinstance(verdicts, dict) else None
     guard = str(v.get("guard")) if isinstance(v, dict) else "error"
-    next_step = NEXT_STEP.get(guard, f"Rerun this cell: its state {guard!r} is not one this report knows.")
+    pair = {"unsloth", "zoo"} <= set(entry.get("builds") or {})
+    steps = NEXT_STEP if pair or not entry.get("builds") else NEXT_STEP_OTHER
+    next_step = steps.get(guard, f"Rerun this cell: its state {guard!r} is not one this report knows.")
     if guard == "missing" and isinstance(v, dict) and v.get("reach") == "latent":
         next_step = ("Nothing breaks on this stack's trainer today; move to a zoo release that carries the fix "
                      "before a route that sends the faulting input reaches it (strict mode fails it now).")

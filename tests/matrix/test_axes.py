@@ -172,3 +172,15 @@ def test_the_advice_for_a_tree_cell_names_its_build_not_an_unsloth_pair() -> Non
     text = recommendation(cell, rep["checks"])
     assert text.startswith("nanochat-sft-masked-nan: EXPOSED: with nanochat master (git bundle@master), ")
     assert "unsloth" not in text and "ga1: logged loss NaN from step 1" in text
+
+
+def test_the_next_step_for_a_tree_cell_is_about_the_build_not_a_zoo_release() -> None:
+    from reports.advice import advice
+
+    cell = nanochat_cell("pr-662", "torch-2.9.1")
+    cell["verdicts"] = {"nanochat-sft-masked-nan": {"guard": "broken", "reach": "exposed", "reach_reason": "crash"}}
+    check = {"id": "nanochat-sft-masked-nan", "fix_hint": "skip it safely"}
+    got = advice(cell, check)
+    assert got.next_step.startswith("This build's fix is defective") and "unsloth" not in got.next_step
+    cell["verdicts"]["nanochat-sft-masked-nan"]["guard"] = "missing"
+    assert "zoo" not in advice(cell, check).next_step
