@@ -104,7 +104,10 @@ def test_a_source_tree_subject_refuses_a_release_or_a_wheel(tmp_path: Path) -> N
     assert any(p.startswith("[[build]] #2 'w': path 'n.whl' is a file") for p in got)
 
 
-def test_a_backport_of_a_git_tree_is_the_checkout_with_our_patch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_a_repository", [False, True])
+def test_a_backport_of_a_git_tree_is_the_checkout_with_our_patch(tmp_path: Path, in_a_repository: bool) -> None:
+    if in_a_repository:  # the default output directory, reports/out, lies inside our own checkout
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     m = spec.load(NANOCHAT, check_index=False)
     made = m.builds["fix"].source.materialize_tree(tmp_path / "fix")
     master = m.builds["master"].source.materialize_tree(tmp_path / "master")
