@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from matrix.errors import BackportError, IndexLookupError
 from matrix.index import IndexClient, nearest_versions
-from matrix.sources import BackportSource, PathSource, PypiSource
+from matrix.sources import BackportSource, GitSource, PathSource, PypiSource
 from matrix.sources.backport import wheel_cache
 from matrix.sources.backport_build import anchor_problems, load_manifest
 
@@ -76,9 +76,13 @@ def cached_anchor_problems(src: BackportSource, name: str, where: str) -> list[s
 
 
 def index_problems(build: Any, where: str, index: IndexClient) -> list[str]:
-    """Does this PyPI build's version exist on the index? (no problem for other sources)"""
+    """Does this PyPI build's version exist on the index, and this git build's ref on its remote? (no problem
+    for other sources; a remote that cannot be asked is a "cannot check" problem, which a cell only warns of)"""
     src = build.source
     base = getattr(src, "base_source", None)
+    git = src if isinstance(src, GitSource) else base if isinstance(base, GitSource) else None
+    if git is not None:
+        return git.remote_ref_problems(where)
     if not isinstance(src, PypiSource) and isinstance(base, PypiSource):
         src = base  # a backport of a release: the base must exist
     if not isinstance(src, PypiSource):

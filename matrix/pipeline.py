@@ -64,7 +64,7 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
     log(f"[{cell_id}] {cell.describe()} -> {out / 'cells' / cell_id}")
     index = IndexClient()
     problems = [p for b in cell.builds for p in inputs.index_problems(b, f"build {b.name!r}", index)]
-    unreachable = [p for p in problems if "cannot check version" in p]
+    unreachable = [p for p in problems if ": cannot check " in p]
     if problems and not unreachable:
         for p in problems:
             log(f"[{cell_id}] spec error: {p}")

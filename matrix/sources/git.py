@@ -60,6 +60,19 @@ class GitSource(BuildSource):
         """What git fetches from: the URL, or the local path resolved against the matrix file."""
         return self.url if self.local is None else str(self.local)
 
+    def remote_ref_problems(self, where: str) -> list[str]:
+        """A remote URL asked for the ref (``git ls-remote --exit-code``, network): named when it is not there,
+        "cannot check" when the remote cannot be asked (the cell's fetch then says what happened). Local
+        remotes were asked at load time (:meth:`ref_problems`); a commit sha is checked by the fetch."""
+        if self.local is not None or re.fullmatch(r"[0-9a-f]{7,40}", self.ref):
+            return []
+        res = run_tool(["git", "ls-remote", "--exit-code", self.url, self.ref], timeout=60)
+        if res.returncode == 2:
+            return [f"{where}: ref {self.ref!r} is not in {self.url} (git ls-remote finds no such ref)"]
+        if not res.ok:
+            return [f"{where}: cannot check ref {self.ref!r} on {self.url}: {res.tail(2).strip()}"]
+        return []
+
     def ref_problems(self, where: str) -> list[str]:
         """A local repository or bundle is asked for the ref at load time (offline, milliseconds), so a missing
         or unreadable ref is named before any cell runs; a remote one is checked when the cell fetches it."""

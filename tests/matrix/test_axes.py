@@ -187,3 +187,20 @@ def test_the_next_step_for_a_tree_cell_is_about_the_build_not_a_zoo_release() ->
     assert got.next_step.startswith("This build's fix is defective") and "unsloth" not in got.next_step
     cell["verdicts"]["nanochat-sft-masked-nan"]["guard"] = "missing"
     assert "zoo" not in advice(cell, check).next_step
+
+
+def test_a_remote_ref_is_asked_for_before_the_cell_is_built(tmp_path: Path) -> None:
+    # a file:// URL is a remote as far as the harness knows (asked with git ls-remote, like https://)
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    url = repo.as_uri()
+    found = GitSource(package="nanochat", base_dir=tmp_path, url=url, ref="main")
+    gone = GitSource(package="nanochat", base_dir=tmp_path, url=url, ref="refs/pull/1/head")
+    down = GitSource(package="nanochat", base_dir=tmp_path, url=(tmp_path / "none").as_uri(), ref="main")
+    assert found.local is None and found.remote_ref_problems("b") == []
+    assert gone.remote_ref_problems("[[build]] #1 'x'") == [
+        f"[[build]] #1 'x': ref 'refs/pull/1/head' is not in {url} (git ls-remote finds no such ref)"]
+    (problem,) = down.remote_ref_problems("b")
+    assert problem.startswith(f"b: cannot check ref 'main' on {(tmp_path / 'none').as_uri()}: ")
