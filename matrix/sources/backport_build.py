@@ -209,8 +209,11 @@ def apply_patch(root: Path, manifest: Manifest, entry: dict[str, str], label: st
     diff = confined(manifest.directory, entry["file"], "patch file", label)
     if not diff.is_file():
         raise BackportError(f"{label}: patch file {entry['file']!r} not found in {manifest.directory}")
-    # git apply works outside a repository and refuses paths that leave the tree.
-    res = run_tool(["git", "apply", "-p1", "--whitespace=nowarn", str(diff)], cwd=root)
+    # git apply works outside a repository and refuses paths that leave the tree. Inside one (the default
+    # output directory is in our checkout) it reads a git-style diff's paths from the repository's top and
+    # skips, with exit 0, those outside the current directory: all of them. Keep it from finding one.
+    res = run_tool(["git", "apply", "-p1", "--whitespace=nowarn", str(diff)], cwd=root,
+                   env={"GIT_CEILING_DIRECTORIES": str(root.resolve().parent)})
     if not res.ok:
         raise BackportError(f"{label}: patch {entry['file']} does not apply:\n{res.tail()}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -98,6 +99,17 @@ def test_patch_that_does_not_apply(tmp_path: Path) -> None:
 
 def test_patch_that_applies(tmp_path: Path) -> None:
     diff = "--- a/demo/core.py\n+++ b/demo/core.py\n@@ -1 +1 @@\n-thing = 2\n+thing = 4\n"
+    wheel = build(tmp_path, 'package = "demo"\n[[patch]]\nfile = "fix.diff"\n', {"fix.diff": diff})
+    assert read(wheel, "demo/core.py") == "thing = 4\n"
+
+
+def test_patch_applies_when_the_build_dir_is_inside_a_git_repository(tmp_path: Path) -> None:
+    # The default output directory (reports/out) lies inside our checkout. From a subdirectory of a repository
+    # `git apply` reads a git-style diff's paths from the top of that repository and skips, silently and with
+    # exit 0, every one outside the subdirectory: all the wheel's files.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    diff = ("diff --git a/demo/core.py b/demo/core.py\n--- a/demo/core.py\n+++ b/demo/core.py\n@@ -1 +1 @@\n"
+            "-thing = 2\n+thing = 4\n")
     wheel = build(tmp_path, 'package = "demo"\n[[patch]]\nfile = "fix.diff"\n', {"fix.diff": diff})
     assert read(wheel, "demo/core.py") == "thing = 4\n"
 
