@@ -12,7 +12,8 @@ value: ``scaling`` (03, 08), a trainable bias (08), ``mask`` (07),
 None / 0 / positive / NaN (02-06, 14), ``ignore_index`` through
 ``extra_kwargs`` (02, 03), a ``target_gb`` that forces one chunk per row
 (02-07, 14), rows that differ in emptiness (05, 06, 09, 10), NaN inputs that
-must stay NaN (03, 04), two shapes and bf16 (02-06, 08). Every guarded call
+must stay NaN (03, 04) or reach zoo's own answer where zoo answers a zero
+count itself (02), two shapes and bf16 (02-06, 08). Every guarded call
 also checks that the caller's tensors are unchanged afterwards (except
 hidden_states under ``overwrite=True``, which zoo replaces by the gradient).
 
@@ -105,6 +106,14 @@ def test_02_after(ctx: Context, c: Checks) -> None:
     # and an ignore_index that is not an integer.
     expect_rejected_alike(ctx, c, "all_masked_scaling_0", with_(ctx.batch("all_masked"), scaling=0.0))
     expect_rejected_alike(ctx, c, "all_masked_ignore_index_not_int", with_(ctx.batch("all_masked"), ignore_index="x"))
+    # Where zoo answers a zero count itself (a form test 1 saw no NaN on: a zoo fixed for one form), its answer
+    # stands on an all-masked batch too: a NaN input reaches the gradients through zoo, not the guard's zeros.
+    for form, batch in zero_count_batches(ctx):
+        label = f"all_masked_nan_hidden_n_items_{form}"
+        if form in ctx.nan_forms:
+            c.details[label] = f"n/a: zoo NaNs on n_items {form}, so the answer is the guard's"
+        else:
+            expect_faithful(ctx, c, label, with_nan(batch), ref=False)
     # The all-masked verdict reads every route into the kernel, not only the Function.
     for route in ("public", "adapter"):
         run = expect_zero(ctx, c, f"all_masked_route_{route}", ctx.batch("all_masked"), route=route)
