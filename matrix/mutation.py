@@ -230,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--guard-module", default=None, help="default: the check's guard module")
     p.add_argument("--unsloth", default=None, help="default: the check's vulnerable pairing")
     p.add_argument("--zoo", default=None,
-                   help="default: the check's vulnerable pairing (a release, or a backport folder as --survivor-zoo)")
+                   help="default: the check's vulnerable pairing (a release, or a backport FOLDER@RELEASE)")
     p.add_argument("--survivor-zoo", action="append", default=None, metavar="ZOO",
                    help="run the survivors (and the mutants listed unreachable) again on unsloth x this zoo: a "
                         "release, or a backport folder relative to the repository root applied to --zoo or to "
