@@ -23,7 +23,8 @@ from __future__ import annotations
 from reports.gate import EXIT_GATE, EXIT_HARNESS, EXIT_OK
 
 __all__ = ["EXIT_CODES_HELP", "EXIT_GATE", "EXIT_HARNESS", "EXIT_OK", "BackportError", "BuildError",
-           "EnvironmentSetupError", "IndexLookupError", "SkewmatrixError", "SpecError"]
+           "EnvironmentSetupError", "IndexLookupError", "MutationError", "SkewmatrixError",
+           "SpecError"]
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -60,6 +61,10 @@ class BackportError(BuildError):
 
 class IndexLookupError(SkewmatrixError):
     """The package index could not be queried."""
+
+
+class MutationError(SkewmatrixError):
+    """A mutation run could not produce a score (bad input, an env build, a runner failure)."""
 
 
 class EnvironmentSetupError(SkewmatrixError):

@@ -4,9 +4,11 @@ The harness side of mutation testing, for any check that declares a
 mutation target (``mutation.py`` in its folder, see ``probes/checks``):
 build (or reuse) one cell env for the target's vulnerable pairing, run the
 check's probe-side runner in it (one ``import unsloth``, then load / install
-/ test / uninstall per mutant), then score what came back against the
-target's equivalence list (keyed by mutant id, one line of argument each)
-and write ``mutation.json`` and ``mutation.md`` under the output directory.
+/ test / uninstall per mutant), run what survived (and what the list calls
+``unreachable``) again on each survivor zoo in turn (``matrix.survivors``),
+then score what came back against the target's equivalence list (keyed by
+mutant id, one line of argument each) and write ``mutation.json`` and
+``mutation.md`` under the output directory.
 
 Score = killed / (generated - equivalent), over the mutants that ran. Exit
 codes: 0 the score meets the bar, 1 it does not, 2 bad input or the harness
@@ -23,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, settings
+from matrix import envrun, settings, survivors
 from matrix.arguments import parse
-from matrix.errors import SkewmatrixError
+from matrix.errors import MutationError
 from matrix.spec import REPO_ROOT
 from probes import checks
 from probes.checks import MutationTarget
@@ -38,10 +40,6 @@ except ModuleNotFoundError:  # Python 3.10
 
 DEFAULT_BAR = 0.90
 RUN_TIMEOUT_S = 3 * 3600
-
-
-class MutationError(SkewmatrixError):
-    """The mutation run could not produce a score (bad input, env build, runner failure)."""
 
 
 KINDS = ("equivalent", "unreachable")
@@ -180,17 +178,6 @@ def target_of(check: str | None) -> tuple[str, MutationTarget]:
     return name, checks.capability(name, "mutation")
 
 
-def build_env(env_dir: Path, unsloth: str, zoo: str, python: str = "3.11") -> Path:
-    """A cell env for the pairing (uv with overrides, as a cell does); reused when it already holds it."""
-    py = envrun.ensure_env(env_dir, python)
-    pins = [f"unsloth=={unsloth}", f"unsloth_zoo=={zoo}"]
-    res = envrun.install(py, pins, pins, env_dir / "skewmatrix-overrides.txt", 1800)
-    if not res.ok:
-        raise MutationError(f"uv pip install unsloth=={unsloth} unsloth_zoo=={zoo} failed "
-                            f"(exit {res.returncode}):\n{res.tail()}")
-    return py
-
-
 def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_module: str,
                sample: int | None, only: list[str] | None = None) -> dict[str, Any]:
     """Run the probe-side runner as a cell runs its probes (``matrix.envrun``: PYTHONPATH exposing ``probes``
@@ -215,17 +202,6 @@ def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_modu
         how = f"timed out after {RUN_TIMEOUT_S} s" if res.returncode is None else f"exited {res.returncode}"
         raise MutationError(f"{module} {how}{why}\n{res.tail(20)}\n(log: {out_dir}/runner.log)")
     return doc  # type: ignore[no-any-return]
-
-
-def merge_fixed(doc: dict[str, Any], again: dict[str, Any], zoo: str) -> None:
-    """Fold the fixed-zoo pass into the vulnerable one: a survivor killed there is killed."""
-    there = {m["id"]: m for m in again.get("mutants", [])}
-    for m in doc["mutants"]:
-        other = there.get(m["id"])
-        if m["status"] == "survived" and other is not None and other["status"] != "survived":
-            m["status"] = other["status"]
-            m["killed_by"] = f"{other['killed_by'] or other['status']} (zoo {zoo})"
-            m["reason"] = other.get("reason", "")
 
 
 def _out(args: argparse.Namespace) -> Path:
@@ -253,11 +229,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--guard-file", type=Path, default=None, help="default: the check's guard file")
     p.add_argument("--guard-module", default=None, help="default: the check's guard module")
     p.add_argument("--unsloth", default=None, help="default: the check's vulnerable pairing")
-    p.add_argument("--zoo", default=None, help="default: the check's vulnerable pairing")
-    p.add_argument("--fixed-zoo", default=None,
-                   help="zoo carrying the fix: survivors are run again there (default: the check's)")
-    p.add_argument("--fixed-env", type=Path, default=None, help="use this existing env for the fixed-zoo pass")
-    p.add_argument("--no-fixed", action="store_true", help="skip the fixed-zoo pass")
+    p.add_argument("--zoo", default=None,
+                   help="default: the check's vulnerable pairing (a release, or a backport FOLDER@RELEASE)")
+    p.add_argument("--survivor-zoo", action="append", default=None, metavar="ZOO",
+                   help="run the survivors (and the mutants listed unreachable) again on unsloth x this zoo: a "
+                        "release, or a backport folder relative to the repository root applied to --zoo or to "
+                        "FOLDER@RELEASE; repeatable, the passes run in the order given, each on what the ones "
+                        "before left (default: the check's survivor zoos)")
+    p.add_argument("--survivor-env", action="append", default=None, metavar="ZOO=DIR",
+                   help="use this existing env for the pass on survivor zoo ZOO (installs nothing); repeatable")
+    p.add_argument("--no-survivor-passes", action="store_true",
+                   help="score the vulnerable pairing alone (no survivor zoo)")
     p.add_argument("--rescore", action="store_true",
                    help="score the runner results already under --out again (after editing the equivalence list)")
     p.add_argument("--bar", type=float, default=DEFAULT_BAR)
@@ -269,12 +251,13 @@ def with_target(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with every option left unset taken from the check's mutation target."""
     name, t = target_of(args.check)
     defaults = {"guard_file": REPO_ROOT / t.guard_file, "guard_module": t.guard_module, "unsloth": t.unsloth,
-                "zoo": t.zoo, "fixed_zoo": t.fixed_zoo, "equivalents": REPO_ROOT / t.equivalents}
+                "zoo": t.zoo, "survivor_zoo": list(t.survivor_zoos), "equivalents": REPO_ROOT / t.equivalents}
     filled = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in defaults.items()}
     return argparse.Namespace(**{**vars(args), **filled, "check": checks.info(name).id, "runner": t.runner})
 
 
-def run(args: argparse.Namespace) -> Score:
+def run(args: argparse.Namespace) -> tuple[Score, dict[str, Any]]:
+    """The whole run (validate, build, run, the survivor passes, score, write): the score and the run's meta."""
     args = with_target(args)
     if not args.guard_file.is_file():
         raise MutationError(f"--guard-file {args.guard_file}: no such file")
@@ -283,30 +266,47 @@ def run(args: argparse.Namespace) -> Score:
     if not 0.0 < args.bar <= 1.0:
         raise MutationError(f"--bar {args.bar}: must be in (0, 1]")
     equivalents = load_equivalents(args.equivalents)
+    vulnerable, pairings, given = survivors.parse_pairings(
+        args.zoo, [] if args.no_survivor_passes else args.survivor_zoo, args.survivor_env)
     module = args.runner
     out = _out(args)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if args.rescore:
         return rescore(out, equivalents, args.bar)
-    python = _env(args.env, "--env") or build_env(out / "env", args.unsloth, args.zoo)
+    python = _env(args.env, "--env") or survivors.build_env(out / "env", args.unsloth, vulnerable.source)
     guard = args.guard_file.resolve()
     doc = run_runner(python, module, out, guard, args.guard_module, args.sample)
-    # Listed equivalents need no second look; a real survivor may still die where the fix has landed.
-    survivors = [m["id"] for m in doc["mutants"] if m["status"] == "survived" and m["id"] not in equivalents]
-    fixed_env = None
-    if survivors and not args.no_fixed:
-        fixed = _env(args.fixed_env, "--fixed-env") or build_env(out / "env-fixed", args.unsloth, args.fixed_zoo)
-        fixed_env = str(fixed.parent.parent)
-        again = run_runner(fixed, module, out / "fixed-zoo", guard, args.guard_module, None, survivors)
-        merge_fixed(doc, again, args.fixed_zoo)
+    passes = [{"zoo": vulnerable.label, "source": vulnerable.source.describe(), "env": str(python.parent.parent),
+               "ran": len(doc["mutants"]),
+               "killed": [m["id"] for m in doc["mutants"] if m["status"] != "survived"]}]
+    equivalent = {i for i, e in equivalents.items() if e.kind == "equivalent"}
+    passes += [survivor_pass(doc, p, given.get(p.spec), equivalent, args, out, guard) for p in pairings]
     result = score(doc, equivalents, args.bar)
     meta = {"guard_file": str(args.guard_file), "guard_module": args.guard_module, "unsloth": args.unsloth,
-            "zoo": args.zoo, "env": str(python.parent.parent), "sample": args.sample,
-            "fixed_zoo": None if fixed_env is None else args.fixed_zoo, "fixed_env": fixed_env,
+            "zoo": args.zoo, "env": str(python.parent.parent), "sample": args.sample, "passes": passes,
             "seconds": round(time.perf_counter() - start, 1), "runner": module, "check": args.check}
     write(out, doc, result, meta)
-    return result
+    return result, meta
+
+
+def survivor_pass(doc: dict[str, Any], pairing: survivors.ZooPairing, env: Path | None, equivalent: set[str],
+                  args: argparse.Namespace, out: Path, guard: Path) -> dict[str, Any]:
+    """Run what is still alive (``survivors.again``) on unsloth x ``pairing``, in ``env`` or one built under
+    ``out``, and fold the outcome into ``doc``; the pass's record for the meta (zoo, env, ran, killed ids)."""
+    ids = survivors.again(doc["mutants"], equivalent)
+    record: dict[str, Any] = {"zoo": pairing.label, "source": pairing.source.describe(), "env": None,
+                              "ran": len(ids), "killed": []}
+    if not ids:
+        return record  # nothing left for this zoo: no env to build
+    if env is None:  # --survivor-env gives an existing one, used as is
+        env = out / f"env-{pairing.slug}"
+        survivors.build_env(env, args.unsloth, pairing.source)
+    python = env / "bin" / "python"
+    record["env"] = str(env)
+    other = run_runner(python, args.runner, out / f"pass-{pairing.slug}", guard, args.guard_module, None, ids)
+    record["killed"] = survivors.merge_pass(doc, other, pairing.label)
+    return record
 
 
 def write(out: Path, doc: dict[str, Any], result: Score, meta: dict[str, Any]) -> None:
@@ -320,7 +320,7 @@ def write(out: Path, doc: dict[str, Any], result: Score, meta: dict[str, Any]) -
     (out / "mutation.md").write_text(render_markdown(result, meta), encoding="utf-8")
 
 
-def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> Score:
+def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> tuple[Score, dict[str, Any]]:
     """Score the mutants of the last run under ``out`` (its mutation.json) with the current equivalence list."""
     path = out / "mutation.json"
     try:
@@ -329,7 +329,7 @@ def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> Score:
         raise MutationError(f"--rescore: cannot read {path} ({exc}); run without --rescore first") from None
     result = score(last, equivalents, bar)
     write(out, last, result, last.get("meta", {}))
-    return result
+    return result, last.get("meta", {})
 
 
 def main(argv: list[str]) -> int:
@@ -338,7 +338,7 @@ def main(argv: list[str]) -> int:
     args = parse(_parser(), argv)
     if isinstance(args, int):
         return args
-    result = run(args)
+    result, meta = run(args)
     pct = "n/a" if result.score is None else f"{result.score:.1%}"
     strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"
     print(f"mutation score {pct} ({result.killed}/{result.ran - result.equivalent} non-equivalent killed, "
@@ -346,6 +346,9 @@ def main(argv: list[str]) -> int:
           f"; {strict} counting unreachable ones as survivors")
     for s in result.survivors:
         print(f"  survivor {s['id']} (line {s['line']}): {s['before']!r} -> {s['after']!r}")
+    for i, p in enumerate(meta.get("passes") or []):
+        killed = len(p["killed"]) if i == 0 else ", ".join(p["killed"]) or "none"
+        print(f"  pass {i + 1}, zoo {p['zoo']}: {p['ran']} run, killed {killed}")
     out = _out(args)
     print(f"written: {out / 'mutation.json'}, {out / 'mutation.md'}")
     return 0 if result.passed else 1

@@ -80,7 +80,10 @@ class MutationTarget:
     ``runner`` runs with ``python -m`` in one cell env (``--guard-file``, ``--guard-module``, ``--out``,
     ``--sample``, ``--only``, ``--progress``) and writes the mutants' outcomes; the harness scores them
     against ``equivalents`` (a TOML list inside the check folder). The pairings: ``unsloth`` x ``zoo`` is
-    the vulnerable one every mutant runs on; survivors run again on ``unsloth`` x ``fixed_zoo``.
+    the vulnerable one every mutant runs on; the survivors (and the mutants listed ``unreachable``) then run
+    again on ``unsloth`` x each of ``survivor_zoos`` in turn, each pass taking what the ones before left.
+    A survivor zoo is a release (``"2026.10.9"``) or a backport folder relative to the repository root,
+    applied to ``zoo`` or to the release after an ``@`` (``"tests/backports/<name>"``, ``"<folder>@<version>"``).
     """
 
     runner: str  # dotted module, e.g. "probes.checks.<folder>.mutate"
@@ -89,7 +92,7 @@ class MutationTarget:
     equivalents: str  # the equivalence list, relative to the repository root
     unsloth: str
     zoo: str
-    fixed_zoo: str
+    survivor_zoos: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

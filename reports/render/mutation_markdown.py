@@ -1,9 +1,11 @@
 """``mutation.md``: a mutation score as Markdown. A pure function of the score and the run's meta.
 
 The score line and the bar first, then the strict score (the ``unreachable``
-entries counted as survivors), the run's guard, env and size, which tests
-killed how many mutants, the survivors, the equivalent or unreachable ones
-with their arguments, and any stale entry of the equivalence list.
+entries counted as survivors), the run's guard, env and size, its passes
+(the vulnerable pairing, then each survivor zoo: what each ran and which
+mutants it killed), which tests killed how many mutants, the survivors, the
+equivalent or unreachable ones with their arguments, and any stale entry of
+the equivalence list.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ def render(score: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
         f"- guard: `{meta.get('guard_file')}` loaded as `{meta.get('guard_module')}`",
         f"- env: unsloth {meta.get('unsloth')} x unsloth_zoo {meta.get('zoo')} (`{meta.get('env')}`)",
-        f"- survivors run again with unsloth_zoo {meta['fixed_zoo']} (`{meta.get('fixed_env')}`)"
-        if meta.get("fixed_zoo") else "- no fixed-zoo pass",
+        _survivor_line(meta),
         f"- mutants: {result.generated} generated, {result.ran} run"
         + (f" (sample of {meta['sample']})" if meta.get("sample") else "")
         + f", {result.equivalent} equivalent",
         f"- run time: {meta.get('seconds', 0):.0f} s",
         "",
+        *_passes(meta.get("passes") or []),
         "## Killed by",
         "",
         "| test | mutants |",
@@ -55,6 +57,30 @@ def render(score: dict[str, Any], meta: dict[str, Any]) -> str:
         lines += ["", "## Stale equivalence entries", "",
                   *(f"- `{i}` (not generated any more, or killed)" for i in result.stale_equivalents)]
     return "\n".join(lines) + "\n"
+
+
+def _survivor_line(meta: dict[str, Any]) -> str:
+    passes = meta.get("passes") or []
+    if len(passes) > 1:
+        return "- survivors run again on unsloth_zoo " + ", then ".join(p["zoo"] for p in passes[1:])
+    if meta.get("fixed_zoo"):  # a mutation.json written before the survivor passes were a list
+        return f"- survivors run again with unsloth_zoo {meta['fixed_zoo']} (`{meta.get('fixed_env')}`)"
+    return "- no survivor pass"
+
+
+def _passes(passes: list[dict[str, Any]]) -> list[str]:
+    """One row per pass: the first ran every mutant (its kills counted), each later one what was left (its kills
+    named)."""
+    if not passes:
+        return []
+    rows = []
+    for i, p in enumerate(passes, 1):
+        killed = p.get("killed") or []
+        named = str(len(killed)) if i == 1 else ", ".join(f"`{k}`" for k in killed) or "none"
+        env = f"`{p['env']}`" if p.get("env") else "not built (nothing left to run)"
+        rows.append(f"| {i} | {p.get('zoo')} ({p.get('source')}) | {env} | {p.get('ran')} | {named} |")
+    return ["## Passes", "", "| pass | unsloth_zoo | env | mutants run | killed |", "|---|---|---|---|---|",
+            *rows, ""]
 
 
 def _cell(text: Any) -> str:

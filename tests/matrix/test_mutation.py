@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from matrix import cli, mutation
+from matrix import cli, envrun, mutation, survivors
+from matrix.sources import BackportSource, Materialized, PypiSource
 from matrix.spec import REPO_ROOT
 from probes.checks.fused_ce_masked_nan import mutation_ops as mutate
 from probes.checks.fused_ce_masked_nan.mutation import TARGET
@@ -198,41 +199,159 @@ def test_main_scores_a_runner_result(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(mutation, "run_runner", fake_runner)
     out = tmp_path / "out"
-    rc = mutation.main(["--env", str(env), "--out", str(out), "--sample", "7", "--no-fixed", "--equivalents",
-                        str(_empty_equivalents(tmp_path))])
+    rc = mutation.main(["--env", str(env), "--out", str(out), "--sample", "7", "--no-survivor-passes",
+                        "--equivalents", str(_empty_equivalents(tmp_path))])
     assert rc == 0
     assert seen["module"].endswith(".mutate") and seen["sample"] == 7 and seen["name"] == "unsloth.fused_ce_guard"
     written = json.loads((out / "mutation.json").read_text(encoding="utf-8"))
     assert written["passed"] is True and written["score"]["killed"] == 2
     assert "mutation score 100.0%" in capsys.readouterr().out
     doc["mutants"].append(_m("c", "survived"))
-    assert mutation.main(["--env", str(env), "--out", str(out), "--no-fixed", "--equivalents",
+    assert mutation.main(["--env", str(env), "--out", str(out), "--no-survivor-passes", "--equivalents",
                           str(_empty_equivalents(tmp_path))]) == 1
+    # --no-survivor-passes: the vulnerable pass alone is on record
+    assert [p["zoo"] for p in json.loads((out / "mutation.json").read_text())["meta"]["passes"]] == ["2026.9.3"]
 
 
-def test_survivors_get_a_second_pass_on_the_fixed_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = tmp_path / "env"
-    (env / "bin").mkdir(parents=True)
-    (env / "bin" / "python").write_text("", encoding="utf-8")
-    calls: list[list[str] | None] = []
+def _fake_env(path: Path) -> Path:
+    (path / "bin").mkdir(parents=True)
+    (path / "bin" / "python").write_text("", encoding="utf-8")
+    return path
+
+
+NONE_ONLY = "tests/backports/zoo-fix-none-only"
+
+
+def test_survivors_run_again_on_each_survivor_zoo_in_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env, fixed, none_only = (_fake_env(tmp_path / n) for n in ("env", "fixed", "none-only"))
+    calls: list[tuple[str, list[str] | None]] = []
 
     def fake_runner(python: Path, module: str, out: Path, guard: Path, name: str, sample: int | None,
                     only: list[str] | None = None) -> dict:
-        calls.append(only)
+        where = python.parent.parent.name
+        calls.append((where, only))
         if only is None:
-            return {"mutants": [_m("a", "killed", "02-after"), _m("b", "survived"), _m("c", "survived")]}
-        return {"mutants": [_m("b", "killed", "13-fixed-zoo"), _m("c", "survived")]}
+            return {"mutants": [_m("a", "killed", "02-after"), _m("b", "survived"), _m("c", "survived"),
+                                _m("d", "survived"), _m("e", "survived"), _m("f", "survived")]}
+        # the fixed zoo kills b; the one-form zoo kills c and d (d is listed unreachable); f survives both
+        dies = {"fixed": {"b": "13-fixed-zoo"}, "none-only": {"c": "12-uninstall", "d": "14-n-items-zero"}}[where]
+        return {"mutants": [_m(i, "killed", dies[i]) if i in dies else _m(i, "survived") for i in only]}
 
     monkeypatch.setattr(mutation, "run_runner", fake_runner)
+    eq = tmp_path / "eq.toml"
+    eq.write_text('[[equivalent]]\nid = "d"\nkind = "unreachable"\nwhy = "only on a one-form zoo"\n\n'
+                  '[[equivalent]]\nid = "e"\nwhy = "the same for every input"\n', encoding="utf-8")
     out = tmp_path / "out"
-    rc = mutation.main(["--env", str(env), "--fixed-env", str(env), "--out", str(out), "--bar", "0.6",
-                        "--equivalents", str(_empty_equivalents(tmp_path))])
-    assert calls == [None, ["b", "c"]]
-    assert rc == 0
+    rc = mutation.main(["--env", str(env), "--out", str(out), "--bar", "0.6", "--equivalents", str(eq),
+                        "--survivor-zoo", "2026.10.9", "--survivor-zoo", NONE_ONLY,
+                        "--survivor-env", f"2026.10.9={fixed}", "--survivor-env", f"{NONE_ONLY}={none_only}"])
+    # e (equivalent) never runs again; d (unreachable) does; each pass takes what the one before left
+    assert calls == [("env", None), ("fixed", ["b", "c", "d", "f"]), ("none-only", ["c", "d", "f"])]
     written = json.loads((out / "mutation.json").read_text(encoding="utf-8"))
-    b = next(m for m in written["mutants"] if m["id"] == "b")
-    assert b["status"] == "killed" and b["killed_by"] == "13-fixed-zoo (zoo 2026.10.9)"
-    assert [s["id"] for s in written["score"]["survivors"]] == ["c"]
+    by = {m["id"]: (m["status"], m["killed_by"]) for m in written["mutants"]}
+    assert by["b"] == ("killed", "13-fixed-zoo (zoo 2026.10.9)")
+    assert by["c"] == ("killed", "12-uninstall (zoo zoo-fix-none-only on 2026.9.3)")
+    assert by["f"] == ("survived", None)
+    passes = written["meta"]["passes"]
+    assert [(p["zoo"], p["ran"], p["killed"]) for p in passes] == [
+        ("2026.9.3", 6, ["a"]), ("2026.10.9", 4, ["b"]), ("zoo-fix-none-only on 2026.9.3", 3, ["c", "d"])]
+    assert passes[2]["env"] == str(none_only) and passes[2]["source"] == f"backport {NONE_ONLY} on pypi 2026.9.3"
+    assert [s["id"] for s in written["score"]["survivors"]] == ["f"]
+    assert written["score"]["stale_equivalents"] == ["d"]  # listed unreachable, now killed: the list needs a look
+    assert rc == 0  # killed a b c over a b c f: 75%
+    md = (out / "mutation.md").read_text(encoding="utf-8")
+    assert "- survivors run again on unsloth_zoo 2026.10.9, then zoo-fix-none-only on 2026.9.3" in md
+    assert f"| 2 | 2026.10.9 (pypi 2026.10.9) | `{fixed}` | 4 | `b` |" in md
+    assert (f"| 3 | zoo-fix-none-only on 2026.9.3 (backport {NONE_ONLY} on pypi 2026.9.3) | `{none_only}` | 3 "
+            "| `c`, `d` |") in md
+    assert "| 12-uninstall (zoo zoo-fix-none-only on 2026.9.3) | 1 |" in md
+
+
+def test_a_pass_with_nothing_left_builds_no_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _fake_env(tmp_path / "env")
+    monkeypatch.setattr(mutation, "run_runner", lambda *a, **k: {"mutants": [_m("a", "killed", "02-after")]})
+
+    def no_build(*args: Any) -> Path:
+        raise AssertionError("no survivor left: no env to build")
+
+    monkeypatch.setattr(survivors, "build_env", no_build)
+    out = tmp_path / "out"
+    assert mutation.main(["--env", str(env), "--out", str(out), "--equivalents",
+                          str(_empty_equivalents(tmp_path))]) == 0
+    passes = json.loads((out / "mutation.json").read_text(encoding="utf-8"))["meta"]["passes"]
+    assert [(p["zoo"], p["env"], p["ran"]) for p in passes] == [
+        ("2026.9.3", str(env), 1), ("2026.10.9", None, 0), ("zoo-fix-none-only on 2026.9.3", None, 0)]
+    assert "| 2 | 2026.10.9 (pypi 2026.10.9) | not built (nothing left to run) | 0 | none |" in (
+        out / "mutation.md").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- survivor zoos
+
+
+def test_the_shipped_target_pairs_a_fixed_zoo_and_a_one_form_backport() -> None:
+    vulnerable, pairings, given = survivors.parse_pairings(TARGET.zoo, TARGET.survivor_zoos)
+    assert isinstance(vulnerable.source, PypiSource) and vulnerable.label == TARGET.zoo
+    assert [type(p.source) for p in pairings] == [PypiSource, BackportSource]
+    backport = pairings[1].source
+    assert isinstance(backport, BackportSource) and backport.directory == REPO_ROOT / NONE_ONLY
+    assert backport.base_source == PypiSource(package="unsloth_zoo", base_dir=REPO_ROOT, version=TARGET.zoo)
+    assert given == {}
+
+
+def test_a_backport_takes_the_release_after_the_at() -> None:
+    got = survivors.parse_pairing(f"{NONE_ONLY}@2026.9.2", "2026.9.3")
+    assert isinstance(got, survivors.ZooPairing)
+    assert got.label == "zoo-fix-none-only on 2026.9.2" and got.slug == "zoo-fix-none-only-on-2026.9.2"
+    assert got.source.describe() == f"backport {NONE_ONLY} on pypi 2026.9.2"
+
+
+def test_bad_survivor_zoos_are_all_reported_with_suggestions(tmp_path: Path) -> None:
+    with pytest.raises(mutation.MutationError) as err:
+        survivors.parse_pairings("2026.9.3", ["2026.10.9", "tests/backports/zoo-fix-none-onyl", "2026.10.9",
+                                              "matrix/backports/unsloth-guard", f"{NONE_ONLY}@latest"],
+                                 ["2026.10.9", "2026.10.8=/x", f"2026.10.9={tmp_path}"])
+    text = str(err.value)
+    assert "7 problem(s)" in text, text
+    assert f"did you mean {NONE_ONLY!r}?" in text  # the typo
+    assert "survivor zoo '2026.10.9' given twice" in text
+    assert "patches 'unsloth', but this build is a 'unsloth_zoo' build" in text  # a backport of the other package
+    assert "version 'latest' is not a valid PEP 440 version" in text
+    assert "--survivor-env '2026.10.9': expected ZOO=DIR" in text
+    assert "'2026.10.8' is not a survivor zoo of this run" in text
+    assert f"no bin/python in {tmp_path}" in text
+
+
+def test_a_survivor_env_must_name_a_survivor_zoo_of_the_run(tmp_path: Path) -> None:
+    env = _fake_env(tmp_path / "env")
+    _, pairings, given = survivors.parse_pairings("2026.9.3", [NONE_ONLY], [f"{NONE_ONLY}={env}"])
+    assert [p.label for p in pairings] == ["zoo-fix-none-only on 2026.9.3"]
+    assert given == {NONE_ONLY: env}
+    assert cli.main(["mutation", "--no-survivor-passes", "--survivor-env", f"{NONE_ONLY}={env}",
+                     "--out", str(tmp_path)]) == 2
+
+
+def test_build_env_installs_the_materialised_zoo_with_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               ) -> None:
+    wheel = tmp_path / "unsloth_zoo-2026.9.3-py3-none-any.whl"
+    seen: dict[str, Any] = {}
+
+    class Rebuilt(PypiSource):
+        def materialize(self, workdir: Path) -> Materialized:
+            seen["workdir"] = workdir
+            return Materialized(str(wheel), f"unsloth_zoo @ {wheel.as_uri()}", "abc")
+
+    def fake_install(python: Path, reqs: list[str], overrides: list[str], override_file: Path, timeout: float,
+                     ) -> Any:
+        seen.update(python=python, reqs=reqs, overrides=overrides)
+        return type("Res", (), {"ok": True})()
+
+    monkeypatch.setattr(envrun, "ensure_env", lambda env_dir, python: env_dir / "bin" / "python")
+    monkeypatch.setattr(envrun, "install", fake_install)
+    got = survivors.build_env(tmp_path / "env", "2026.10.9", Rebuilt(package="unsloth_zoo", base_dir=tmp_path))
+    assert got == seen["python"] == tmp_path / "env" / "bin" / "python"
+    assert seen["reqs"] == ["unsloth==2026.10.9", str(wheel)]
+    assert seen["overrides"] == ["unsloth==2026.10.9", f"unsloth_zoo @ {wheel.as_uri()}"]
+    assert seen["workdir"] == tmp_path / "env" / "skewmatrix-build"
 
 
 def _empty_equivalents(tmp_path: Path) -> Path:

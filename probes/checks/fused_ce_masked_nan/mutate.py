@@ -87,7 +87,7 @@ def _run_one(name: str, source: str, filename: str, setup: Any) -> dict[str, Any
             except Exception as exc:
                 guard.error = f"install() raised {type(exc).__name__}: {exc}"
         replaced = not is_zoo_forward(forward_entry(), setup.raw)
-        ctx = Context(guard, False, setup.device, setup.raw, setup.vulnerable, replaced)
+        ctx = Context(guard, False, setup.device, setup.raw, setup.vulnerable, replaced, setup.forms)
         tests: list[tuple[str, Callable[[Any], None]]] = [
             (tid, lambda c, fn=fn: fn(ctx, c)) for tid, fn in AFTER_TESTS.items()]
         tests += [(f"x-{route}-all-masked", route_all_masked(ctx, route, False)) for route in ("public", "adapter")]
@@ -119,6 +119,7 @@ class _Setup:
     raw: dict[str, Any] | None
     vulnerable: bool | None
     original: Any
+    forms: tuple[str, ...]  # the counts zoo NaNs on (test 1): a zoo fixed for one form is judged by them
 
     @staticmethod
     def clear_cache() -> None:
@@ -131,6 +132,7 @@ class _Setup:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from .behavior.__main__ import spawn_before
+    from .behavior.context import measured_forms
     from .behavior.support import forward_entry, is_zoo_forward
 
     source = Path(args.guard_file).read_text(encoding="utf-8")
@@ -155,8 +157,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not is_zoo_forward(original, raw):
         doc["error"] = "after import unsloth the forward is not zoo's own: this env already carries a guard"
         return doc
-    setup = _Setup(args.device, raw, raw_doc.get("zoo_vulnerable_raw"), original)
+    setup = _Setup(args.device, raw, raw_doc.get("zoo_vulnerable_raw"), original, measured_forms(raw_doc))
     doc["zoo_vulnerable"] = setup.vulnerable
+    doc["zoo_vulnerable_forms"] = list(setup.forms)
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_TIMEOUT_S)
     doc["baseline"] = _run_one(args.guard_module, source, str(args.guard_file), setup)

@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import GUARD_MODULE, kernel
 from . import SCHEMA, TEST_IDS, TITLES
+from .context import measured_forms
 from .support import Guard, TestResult
 
 BEFORE_TIMEOUT_S = 1800
@@ -178,8 +179,7 @@ def after_phase(args: argparse.Namespace, torch_compile: bool, raw_doc: dict[str
         replaced: bool | None = not is_zoo_forward(forward_entry(), raw)
     except Exception:
         replaced = None
-    forms = tuple((raw_doc or {}).get("zoo_vulnerable_forms") or ("None",))
-    ctx = Context(guard, torch_compile, args.device, raw, vulnerable, replaced, forms)
+    ctx = Context(guard, torch_compile, args.device, raw, vulnerable, replaced, measured_forms(raw_doc))
     tests = [first]
     for test_id, fn in AFTER_TESTS.items():
         tests.append(run_test(test_id, lambda c, fn=fn: fn(ctx, c)))  # type: ignore[misc]

@@ -68,6 +68,13 @@ class Context:
 ZERO_FORMS = ("None", "tensor(0)")
 
 
+def measured_forms(raw_doc: dict[str, Any] | None) -> tuple[str, ...]:
+    """The counts test 1 saw NaN on, from the before phase's document: none on a fixed zoo; ``("None",)``, the
+    one form every vulnerable zoo NaNs on, when test 1 did not measure them."""
+    forms = (raw_doc or {}).get("zoo_vulnerable_forms")
+    return ("None",) if forms is None else tuple(forms)
+
+
 def zero_count_batches(ctx: Context) -> list[tuple[str, kernel.Batch]]:
     """The fully masked batch with each count a caller sends when nothing is left: None (a custom loop) and
     ``tensor(0)`` (zoo's trainer patch on a fully masked accumulation step, DESIGN.md section 1)."""

@@ -15,11 +15,13 @@ import importlib
 import importlib.util
 import inspect
 import math
+import os
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
@@ -184,6 +186,16 @@ def reference(batch: kernel.Batch) -> Run:
         if t is not None and t.requires_grad:
             grads[name] = None if t.grad is None else t.grad.detach().clone()
     return Run(loss.detach().clone(), grads, {"loss": float(loss.detach())})
+
+
+def asked_the_accelerator(exc: BaseException) -> bool:
+    """True when ``exc`` was raised inside torch's CUDA or XPU package: a memory or device query on a host
+    without that accelerator. Judged by where it was raised, not by its text, which differs across torch
+    builds ("Torch not compiled with CUDA enabled" on a CPU wheel, "Found no NVIDIA driver on your system"
+    on a CUDA wheel without a driver)."""
+    packages = [str(Path(torch.__file__).parent / sub) + os.sep for sub in ("cuda", "xpu")]
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f.filename.startswith(tuple(packages)) for f in frames) or "cuda" in str(exc).lower()
 
 
 def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
