@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, spec, stacks, trees
+from matrix import axes, envrun, stacks, trees
 from matrix.envrun import PROBES_DIR, ensure_env, probes_path
 from matrix.errors import SkewmatrixError
 from matrix.installed import installed, torch_build
@@ -254,7 +254,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
     build_dir = cdir / "build"
     shutil.rmtree(build_dir, ignore_errors=True)
     build_dir.mkdir(parents=True)
-    subject = spec.subject_of(cell.roles)
+    subject = axes.subject_of(cell.roles)
     for b in cell.builds:
         role = b.role
         try:
@@ -340,7 +340,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
     work.mkdir(parents=True)
     extra = {}
     roles = list(run.record["builds"])
-    subject = spec.subject_of(roles)
+    subject = axes.subject_of(roles)
     for tree in (trees or {}).values():
         if subject is not None and subject.is_tree:
             extra[subject.tree_env] = str(tree)

@@ -29,7 +29,6 @@ from matrix.index import IndexClient
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
 from matrix.stacks import STACK_PACKAGES, Stack
 from matrix.tables import check_keys, id_collisions, name_problem, suggest, type_problem
-from probes import checks
 from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
 if sys.version_info >= (3, 11):
@@ -125,20 +124,21 @@ class Cell:
         """{axis: build name}."""
         return {b.role: b.name for b in self.builds}
 
-    @property
-    def unsloth(self) -> Build:
-        """The unsloth build (a cell of the unsloth x unsloth_zoo subject)."""
-        b = self.build("unsloth")
+    def required(self, role: str, package: str) -> Build:
+        """The cell's build on axis ``role``; an AttributeError for a cell of another subject."""
+        b = self.build(role)
         if b is None:
-            raise AttributeError(f"cell {self.id} has no unsloth build")
+            raise AttributeError(f"cell {self.id} has no {package} build")
         return b
 
     @property
+    def unsloth(self) -> Build:
+        """The unsloth build (a cell of the unsloth x unsloth_zoo subject)."""
+        return self.required("unsloth", "unsloth")
+
+    @property
     def zoo(self) -> Build:
-        b = self.build("zoo")
-        if b is None:
-            raise AttributeError(f"cell {self.id} has no unsloth_zoo build")
-        return b
+        return self.required("zoo", "unsloth_zoo")
 
     def describe(self) -> str:
         return " x ".join(b.describe() for b in self.builds)
@@ -370,8 +370,3 @@ def _parse_gate(gate: Any, problems: list[str]) -> tuple[tuple[str, ...], bool]:
 def _check_index(builds: dict[str, Build], first_seen: dict[str, int], index: IndexClient) -> list[str]:
     return [p for name, b in builds.items() for p in
             inputs.index_problems(b, f"[[build]] #{first_seen[name]} {name!r}", index)]
-
-
-def subject_of(roles: Any) -> checks.Subject | None:
-    """The registered subject whose axes are exactly ``roles``, or None."""
-    return axes.subject_of(roles)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from matrix import spec, stacks
+from matrix import axes, stacks
 from matrix.errors import BuildError
 from matrix.sources import Materialized
 from matrix.spec import Cell
@@ -32,7 +32,7 @@ def install_requirements(cell: Cell, made: dict[str, Materialized]) -> tuple[lis
     Wheel builds: each build's requirement, pinned by override so the resolver cannot swap it. A source-tree
     subject: each tree's own ``pyproject.toml`` dependencies (with the subject's extras the tree declares,
     ``--no-sources``: a tree's private indexes are out of reach), the tree itself not installed."""
-    subject = spec.subject_of(cell.roles)
+    subject = axes.subject_of(cell.roles)
     wanted = stacks.requirement_lines(cell.options)  # the requested torch/transformers/trl
     if subject is None or not subject.is_tree:
         return [m.requirement for m in made.values()], [*(m.pin for m in made.values()), *wanted], []
