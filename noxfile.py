@@ -65,6 +65,9 @@ nox.options.error_on_missing_interpreters = True
 RUN = run_id()  # set once here, inherited by the session processes of `nox -j`
 CELLS = cli.cell_ids_or_exit()
 PYTHON = pipeline.load_matrix().options.python
+# Two workers, a test module on one worker, the longest modules first (tests/conftest.py); the slowest tests are
+# listed at the end, so a CI log shows where its time went.
+PYTEST_DEFAULT = ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder", "--durations=25"]
 
 # Was `matrix` asked for? Decided here, in the process that parsed nox's command line, and handed to the
 # session processes of `nox -j` through the environment (tied to this run's id, so nested runs start afresh).
@@ -189,7 +192,7 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     start = time.perf_counter()
     # The tests start runs of their own: they must not inherit this run's identity.
-    session.run("pytest", *(session.posargs or ["-n", "2"]), env={RUN_ID_ENV: "", FANIN_ENV: "", PROGRESS_ENV: ""})
+    session.run("pytest", *(session.posargs or PYTEST_DEFAULT), env={RUN_ID_ENV: "", FANIN_ENV: "", PROGRESS_ENV: ""})
     session.log(f"tests passed in {time.perf_counter() - start:.0f} s")
 
 

@@ -355,3 +355,39 @@ if __name__ == "__main__":
     print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
     print(f"commands under tests/: {commands_under_tests()}")
     print(f"harness module names shared: {shared_names()}")
+
+
+def shared_fixture_modules() -> list[str]:
+    """Test modules that define a module- or session-scoped fixture (read with ``ast``)."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            scopes = {k.value.value for d in getattr(node, "decorator_list", ()) if isinstance(d, ast.Call)
+                      for k in d.keywords if k.arg == "scope" and isinstance(k.value, ast.Constant)}
+            if isinstance(node, ast.FunctionDef) and scopes & {"module", "session"}:
+                found.append(path.relative_to(ROOT).as_posix())
+                break
+    return found
+
+
+def collected_modules(*args: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider",
+                           *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert proc.returncode == 0 and ids, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return list(dict.fromkeys(i.split("::", 1)[0] for i in ids))
+
+
+def test_every_slow_module_has_its_place_in_the_order() -> None:
+    # A module missing from the list would start after the unit tests, wherever collection put it.
+    from tests.conftest import LONGEST_FIRST
+
+    slow = set(shared_fixture_modules()) | set(collected_modules("-m", "integration"))
+    assert sorted(slow) == sorted(LONGEST_FIRST)
+
+
+def test_collection_starts_with_the_longest_modules_in_order() -> None:
+    from tests.conftest import LONGEST_FIRST
+
+    modules = collected_modules()
+    assert modules[:len(LONGEST_FIRST)] == list(LONGEST_FIRST)

@@ -140,7 +140,7 @@ def test_a_guard_that_hands_zoo_a_safe_count_is_not_failed_for_zoos_own_accelera
     # accelerator for free memory: on this CPU host zoo raises there, with the guard's count of 1 in its frame.
     # That is zoo's own query, not the guard's fault (issue 20: a correct guard came out broken on CPU for it);
     # the guard's real fault is the differential property above.
-    cell = cells[build_name("diff_delegate_count_one")]
+    cell = cells[f"{build_name('diff_delegate_count_one')}__{ZOO}"]
     behavior = next(s for s in cell["checks"][FUSED]["steps"] if s["name"] == "behavior")["result"]
     t10 = next(t for t in behavior["tests"] if t["id"].startswith("10"))
     assert t10["outcome"] == "pass", t10
