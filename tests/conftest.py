@@ -18,28 +18,28 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-# The slow test modules, longest first (estimates; `nox -s tests` lists the slowest tests at its end). The tests
+# The slow test modules, longest first (as measured; `nox -s tests` lists the slowest tests at its end). The tests
 # session runs `pytest -n 2 --dist loadscope --no-loadscope-reorder`: each module runs on one xdist worker, so a
 # module-scoped fixture (a whole matrix run) is built once -- plain `--dist load` deals the first quarter of the
 # tests out one by one, and each of those fixtures was built on both workers -- and the longest start first, so
 # the short modules fill the other worker instead of one long module ending the run alone. (`--dist loadgroup`
 # would keep short modules spread, but its group suffix on node ids does nothing under pytest 9.2.)
 # tests/test_layout.py checks that every module with an integration test or a module-scoped fixture is listed.
-LONGEST_FIRST = (
-    "tests/integration/test_nanochat_matrix.py",
-    "tests/integration/test_differential_guards.py",
-    "tests/integration/test_default_matrix.py",
-    "tests/integration/test_mutants.py",
-    "tests/integration/test_gate_pinned.py",
-    "tests/faults/test_real_faults.py",
-    "tests/integration/test_exit_codes.py",
-    "tests/integration/test_none_only_zoo.py",
-    "tests/integration/test_train_real.py",
+LONGEST_FIRST = (  # seconds on one worker in a fresh-clone `.ci/run` on a 2-core host
+    "tests/integration/test_nanochat_matrix.py",  # 1280: five nanochat cells, two chat_sft.py runs each
+    "tests/integration/test_mutants.py",  # 760
+    "tests/integration/test_differential_guards.py",  # 680: sixteen guard cells
+    "tests/integration/test_gate_pinned.py",  # 490
+    "tests/integration/test_default_matrix.py",  # 360
+    "tests/faults/test_real_faults.py",  # 250
+    "tests/integration/test_exit_codes.py",  # 100
+    "tests/integration/test_none_only_zoo.py",  # 70
+    "tests/scan/test_scan_integration.py",  # 65
+    "tests/scan/test_confirm_integration.py",  # 65
+    "tests/integration/test_train_real.py",  # 65
+    "tests/gpu/test_dry_run.py",  # 50
     "tests/integration/test_browser.py",
     "tests/probes/test_static_releases.py",
-    "tests/scan/test_scan_integration.py",
-    "tests/scan/test_confirm_integration.py",
-    "tests/gpu/test_dry_run.py",
     "tests/test_workflow.py",
 )
 
