@@ -48,7 +48,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
 
     def module_of(item: pytest.Item) -> str:
-        return Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
+        path = Path(str(item.path)).resolve()
+        return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
     items.sort(key=lambda item: rank.get(module_of(item), len(rank)))  # stable: collection order within a module
 

@@ -31,7 +31,9 @@ cycles, arrows back up); pytest enforces the rules:
   ``__init__`` and ``__main__`` aside): a name says which room a module is in.
   Check folders repeat the contract's names (``phases``, ``verdict``,
   ``scan`` ...) on purpose and are left out;
-* no module over 400 lines (the GPU runner included: it is ``matrix/gpu``).
+* no module over 400 lines (the GPU runner included: it is ``matrix/gpu``);
+* every slow test module (an integration test, or a module-scoped fixture) has its place in
+  ``tests/conftest.py``'s ``LONGEST_FIRST``, and collection starts with them in that order.
 """
 
 from __future__ import annotations
@@ -345,18 +347,6 @@ def test_importing_the_harness_starts_nothing_heavy() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # run as a script, tests/ comes first on the path, and tests/probes shadows probes
-    g = graph()
-    lines, path = largest()
-    print(f"modules: {len(g)}; largest: {path} ({lines} lines)")
-    print(f"import cycles: {len(cycles(g))} {cycles(g)}")
-    print(f"arrows back up: {len(arrows_back_up(g))} {arrows_back_up(g)}")
-    print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
-    print(f"commands under tests/: {commands_under_tests()}")
-    print(f"harness module names shared: {shared_names()}")
-
-
 def shared_fixture_modules() -> list[str]:
     """Test modules that define a module- or session-scoped fixture (read with ``ast``)."""
     found = []
@@ -391,3 +381,16 @@ def test_collection_starts_with_the_longest_modules_in_order() -> None:
 
     modules = collected_modules()
     assert modules[:len(LONGEST_FIRST)] == list(LONGEST_FIRST)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # run as a script, tests/ comes first on the path, and tests/probes shadows probes
+    g = graph()
+    lines, path = largest()
+    print(f"modules: {len(g)}; largest: {path} ({lines} lines)")
+    print(f"import cycles: {len(cycles(g))} {cycles(g)}")
+    print(f"arrows back up: {len(arrows_back_up(g))} {arrows_back_up(g)}")
+    print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
+    print(f"commands under tests/: {commands_under_tests()}")
+    print(f"harness module names shared: {shared_names()}")
+
