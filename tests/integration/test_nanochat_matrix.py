@@ -39,11 +39,21 @@ step a fully masked micro-batch lands on is the data's):
   .sum().clamp(min=1)`` for 'mean' only -> both detectors fixed, the loop
   unguarded (it needs nothing), every test passes, both runs log finite
   losses (0.0 at a fully masked GA 1 step) -> not-needed.
+* early-return (master + ``tests/backports/nanochat-early-return``, a right
+  fix in a contributor's shape, not ours): ``if loss_reduction == 'mean' and
+  not (targets != -1).any(): return logits.sum() * 0.0`` before the loss ->
+  the static reading follows the early return (fixed), the runtime detector
+  gets 0.0 with a grad_fn, the loop is untouched, every test passes (sum and
+  none never reach the new branch; the zero loss back-propagates zero
+  gradients, so a GA 1 step of one masked micro-batch leaves every
+  ``p.grad`` a zero tensor and the optimizer steps), both runs finite ->
+  not-needed.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import pytest
@@ -66,18 +76,21 @@ EXPECTED: dict[str, tuple[str, str, set[str], str, str | None, str]] = {
                "broken", "exposed", "crash:TypeError"),
     "pr-662": ("vulnerable", "guarded", {"n4-all-masked-step"}, "broken", "exposed", "crash:TypeError"),
     "fix": ("fixed", "unguarded", set(), "not-needed", None, "clean"),
+    "early-return": ("fixed", "unguarded", set(), "not-needed", None, "clean"),
 }
+# backports of master: ours (matrix/backports) and a right fix in another shape (tests/backports)
+BACKPORTS = {"fix": "nanochat-mean-floor", "early-return": "nanochat-early-return"}
 STACK = "torch-2.9.1"
 # the commits the bundle's refs resolve to (../shared/fixtures/README.md); our backport is master's
 SHAS = {"master": "92d63d4e8bb4", "pr-619": "1a3ad25e1a93", "pr-623": "0f21a913a861", "pr-662": "55eb3455156d",
-        "fix": "92d63d4e8bb4"}
+        "fix": "92d63d4e8bb4", "early-return": "92d63d4e8bb4"}
 
 
 def matrix_text() -> str:
     builds = "".join(f'[[build]]\nname = "{n}"\npackage = "nanochat"\nsource = "git"\nurl = "nanochat.bundle"\n'
                      f'ref = "{r}"\n\n' for n, r in REFS.items())
-    builds += ('[[build]]\nname = "fix"\npackage = "nanochat"\nsource = "backport"\nbase = "master"\n'
-               'backport = "nanochat-mean-floor"\n\n')
+    builds += "".join(f'[[build]]\nname = "{n}"\npackage = "nanochat"\nsource = "backport"\nbase = "master"\n'
+                      f'backport = "{b}"\n\n' for n, b in BACKPORTS.items())
     stack = f'[[stack]]\nname = "{STACK}"\ntorch = "==2.9.1"\n\n'
     expect = "".join(f'[[expect]]\nnanochat = "{n}"\nstate = "{e[3]}"\n\n' for n, e in EXPECTED.items())
     return f"schema = 1\n\n[options]\ndevice = \"cpu\"\n\n{builds}{stack}{expect}"
@@ -87,6 +100,7 @@ def matrix_text() -> str:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("nanochat")
     (tmp / "nanochat.bundle").symlink_to(BUNDLE)
+    shutil.copytree(ROOT / "tests" / "backports" / BACKPORTS["early-return"], tmp / BACKPORTS["early-return"])
     matrix = tmp / "nanochat.toml"
     matrix.write_text(matrix_text(), encoding="utf-8")
     out = tmp / "out"
@@ -137,4 +151,4 @@ def test_the_report_shows_a_maintainer_what_each_pr_does(ran: dict[str, Any]) ->
     text = ran["text"]
     assert "nanochat \\ stack" in text  # the grid's corner names its axes
     for name in EXPECTED:
-        assert f"{name} (git nanochat.bundle@" in text or f"{name} (backport nanochat-mean-floor" in text, name
+        assert f"{name} (git nanochat.bundle@" in text or f"{name} (backport {BACKPORTS.get(name)}" in text, name

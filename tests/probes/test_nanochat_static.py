@@ -207,3 +207,45 @@ def test_lifted_loop_names_what_the_harness_must_provide() -> None:
 def test_a_loop_with_no_zero_grad_after_it_cannot_be_lifted() -> None:
     with pytest.raises(static_loop.NotLiftable):
         static_loop.lift_source("for i in range(grad_accum_steps):\n    loss.backward()\n")
+
+
+# Fixes written in other shapes (a contributor's, not ours): each must read as fixed, or at least abstain,
+# never as vulnerable (the runtime detector would then disagree and the cell be an error).
+CE = "F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1{})"
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (f"loss = {CE.format(', reduction=' + repr('sum'))} / (targets != -1).sum().clamp(min=1)",
+     "divided by a floored count"),
+    (f"loss = {CE.format('')} if (targets != -1).any() else logits.sum() * 0", "only when `(targets != -1).any()`"),
+    (f"loss = logits.sum() * 0 if (targets == -1).all() else {CE.format('')}", "only when `not ((targets == -1)"),
+    (f"if (targets == -1).all():\n    return logits.sum() * 0.0\nloss = {CE.format('')}", "before it, when"),
+    (f"if (targets == -1).all():\n    loss = logits.sum() * 0.0\nelse:\n    loss = {CE.format('')}",
+     "only when `not ((targets == -1).all())`"),
+    (f"loss = torch.nan_to_num({CE.format('')}, nan=0.0)", "passed through nan_to_num"),
+])
+def test_a_fix_in_another_shape_is_fixed(body: str, words: str) -> None:
+    r = static.analyze_model(model(body))
+    assert r["verdict"] == "fixed", r["reason"]
+    assert words in r["reason"]
+
+
+def test_an_early_constant_return_is_fixed_without_a_grad_fn() -> None:
+    body = f"if not (targets != -1).any():\n    return torch.zeros(())\nloss = {CE.format('')}"
+    r = static.analyze_model(model(body))
+    assert r["verdict"] == "fixed" and r["fallback"]["grad_fn"] is False
+
+
+@pytest.mark.parametrize("body", [
+    # a one-line sum over a bare count is still 0 / 0
+    f"loss = {CE.format(', reduction=' + repr('sum'))} / (targets != -1).sum()",
+    # an early return on the reduction, not on the targets' values
+    f"if loss_reduction == 'none':\n    return logits.sum() * 0\nloss = {CE.format('')}",
+])
+def test_what_only_looks_like_a_fix_is_not_fixed(body: str) -> None:
+    assert static.analyze_model(model(body))["verdict"] != "fixed"
+
+
+def test_a_test_of_the_targets_it_does_not_follow_makes_it_abstain_not_say_vulnerable() -> None:
+    r = static.analyze_model(model(f"loss = {CE.format('')}\nassert (targets != -1).any(), 'empty batch'"))
+    assert r["verdict"] == "unknown" and "does not follow" in r["reason"]

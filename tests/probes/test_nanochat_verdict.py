@@ -91,10 +91,25 @@ def test_training_turned_off_judges_by_the_suite() -> None:
 
 
 @pytest.mark.parametrize(("model", "runtime", "zoo"), [("vulnerable", "fixed", ZooState.INCONSISTENT),
-                                                      ("unknown", "vulnerable", ZooState.UNKNOWN)])
+                                                      ("fixed", "vulnerable", ZooState.INCONSISTENT),
+                                                      ("unknown", "unknown", ZooState.UNKNOWN),
+                                                      ("fixed", "unknown", ZooState.UNKNOWN)])
 def test_disagreeing_or_unknown_detectors_are_error(model: str, runtime: str, zoo: ZooState) -> None:
     v = verdict.classify(evidence(model=model, runtime=runtime, train=run("clean")), {})
     assert (v.zoo, v.guard, v.reach) == (zoo, GuardState.ERROR, Reach.UNKNOWN)
+
+
+def test_a_fix_the_static_reading_abstains_on_is_judged_by_the_runtime_detector_and_its_evidence() -> None:
+    # a right fix written in a shape the reading does not know is not an error: the tree's own GPT answered
+    v = verdict.classify(evidence(model="unknown", runtime="fixed", train=run("clean")), {})
+    assert (v.zoo, v.guard) == (ZooState.FIXED, GuardState.NOT_NEEDED)
+    assert "static reading abstained" in v.zoo_reason and "nanochat/gpt.py:520" in v.zoo_reason
+    # ... but still by the suite and the run: a wrong one in an unknown shape is broken
+    v = verdict.classify(evidence(model="unknown", runtime="fixed", failing=("n5-other-reductions",),
+                                  train=run("clean")), {})
+    assert v.guard is GuardState.BROKEN
+    v = verdict.classify(evidence(model="unknown", runtime="vulnerable", train=run("nan-logged", 1)), {})
+    assert (v.zoo, v.guard, v.reach) == (ZooState.VULNERABLE, GuardState.MISSING, Reach.EXPOSED)
 
 
 def test_an_unreadable_loop_counts_as_guarded_when_the_loop_tests_pass() -> None:

@@ -7,9 +7,14 @@ Stdlib only. Two questions, two readings:
   and is an all-ignored target set guarded? ``vulnerable``: a mean reduction
   (the forward's default or a literal) with nothing around it; ``fixed``: the
   call sits under a test of the targets' values whose other arm sets the
-  loss (a constant, or an expression of the logits), or the loss is passed
-  through ``nan_to_num`` / ``where`` afterwards, or is divided by a floored
-  count; ``unknown``: any other shape (abstain rather than guess).
+  loss (an ``if`` statement or a conditional expression, either arm), or an
+  earlier test of the targets' values returns or sets the loss before the
+  call, or the loss is passed through ``nan_to_num`` / ``where`` (around the
+  call or afterwards), or is divided by a floored count (in the same
+  expression or afterwards); ``unknown``: any other shape, and a mean loss
+  near a test of the targets' values this reading does not follow (abstain
+  rather than guess: the runtime detector, which runs the tree's own model,
+  then decides; see ``verdict``).
   ``fallback`` says whether the other arm keeps the autograd graph: a
   constant tensor (``new_tensor(0.0)``) has no ``grad_fn``, so a caller's
   ``loss.backward()`` raises on it.
@@ -108,19 +113,64 @@ def _tests_validity(test: ast.AST, watched: set[str]) -> bool:
                                for n in ast.walk(test))
 
 
+def _value_kind(value: ast.AST, line: int) -> dict[str, Any]:
+    """A constant tensor (no grad_fn) or an expression of tensors, as the loss's value on the guarded arm."""
+    calls = [_name(c.func) for c in ast.walk(value) if isinstance(c, ast.Call)]
+    if (calls and calls[0] in CONSTANT_MAKERS) or isinstance(value, ast.Constant):
+        return {"kind": "constant", "line": line, "grad_fn": False, "text": ast.unparse(value)[:120]}
+    return {"kind": "expression", "line": line, "grad_fn": None, "text": ast.unparse(value)[:120]}
+
+
 def _fallback(arm: list[ast.stmt], loss_names: set[str]) -> dict[str, Any] | None:
-    """What the other arm of a guard sets the loss to: a constant (no grad_fn) or an expression of tensors."""
+    """What the other arm of a guard sets the loss to (or returns): see ``_value_kind``."""
     for stmt in arm:
         for node in ast.walk(stmt):
             sets_loss = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in loss_names
                                                              for t in node.targets)
             value = node.value if sets_loss or isinstance(node, ast.Return) else None
-            if value is None:
-                continue
-            calls = [_name(c.func) for c in ast.walk(value) if isinstance(c, ast.Call)]
-            if calls and calls[0] in CONSTANT_MAKERS:
-                return {"kind": "constant", "line": node.lineno, "grad_fn": False, "text": ast.unparse(value)[:120]}
-            return {"kind": "expression", "line": node.lineno, "grad_fn": None, "text": ast.unparse(value)[:120]}
+            if value is not None:
+                return _value_kind(value, node.lineno)
+    return None
+
+
+def _enclosing_guard(parent: ast.AST, child: ast.AST, watched: set[str],
+                     loss_names: set[str]) -> tuple[ast.AST, dict[str, Any] | None, str] | None:
+    """The guard a node enclosing the call makes (``if``/conditional expression on the targets' values, a
+    finite wrapper, a floored divisor): (node, fallback, words), or None when it is not one."""
+    if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _tests_validity(parent.test,
+                                                                                                 watched):
+        on_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+        other = parent.orelse if on_body else parent.body
+        fallback = (_fallback(other, loss_names) if isinstance(parent, ast.If)  # type: ignore[arg-type]
+                    else _value_kind(other, parent.lineno))  # type: ignore[arg-type]
+        when = ast.unparse(parent.test) if on_body else f"not ({ast.unparse(parent.test)})"
+        return parent, fallback, f"cross_entropy runs only when `{when}` (line {parent.lineno})"
+    if isinstance(parent, ast.Call) and _name(parent.func) in FINITE_WRAPPERS and child is not parent.func:
+        return parent, None, f"the loss is passed through {_name(parent.func)} (line {parent.lineno})"
+    if (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div) and child is parent.left
+            and any(isinstance(c, ast.Call) and _name(c.func) in FLOORS for c in ast.walk(parent.right))):
+        return parent, None, f"the loss is divided by a floored count: `{ast.unparse(parent.right)}` " \
+                             f"(line {parent.lineno})"
+    return None
+
+
+def _early_exit(fn: ast.FunctionDef, call: ast.Call, watched: set[str],
+                loss_names: set[str]) -> tuple[ast.If, dict[str, Any]] | None:
+    """An ``if`` on the targets' values before the call, not around it, that returns or sets the loss."""
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.If) and node.lineno < call.lineno and _tests_validity(node.test, watched)
+                and not any(n is call for n in ast.walk(node))):
+            fallback = _fallback(node.body, loss_names)
+            if fallback is not None:
+                return node, fallback
+    return None
+
+
+def _unfollowed_test(fn: ast.FunctionDef, watched: set[str]) -> ast.AST | None:
+    """A test of the targets' values this reading did not follow (a reason to abstain, not to say vulnerable)."""
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)) and _tests_validity(node.test, watched):
+            return node
     return None
 
 
@@ -151,6 +201,14 @@ def _loss_call(fns: dict[str, ast.FunctionDef], forward: ast.FunctionDef) -> tup
         if fn is not None and _ce_calls(fn):
             return fn, _ce_calls(fn)
     return forward, []
+
+
+def _fixed(base: dict[str, Any], at: str, line: int, words: str, fallback: dict[str, Any],
+           then: str = "; otherwise the loss is") -> dict[str, Any]:
+    grad = ("a constant with no grad_fn: a caller's loss.backward() raises on it"
+            if fallback["kind"] == "constant" else f"`{fallback['text']}`")
+    return {**base, "verdict": "fixed", "guard_line": line, "fallback": fallback,
+            "reason": f"{at}: {words}{then} {grad} (line {fallback['line']})"}
 
 
 def analyze_model(text: str, file: str = source.GPT) -> dict[str, Any]:
@@ -186,21 +244,31 @@ def analyze_model(text: str, file: str = source.GPT) -> dict[str, Any]:
     while node in parents:
         parent, child = parents[node], node
         node = parent
-        if isinstance(parent, ast.If) and _tests_validity(parent.test, watched) and child in parent.body:
-            fallback = _fallback(parent.orelse, loss_names)
+        guard = _enclosing_guard(parent, child, watched, loss_names)
+        if guard is None:
+            continue
+        at_node, fallback, words = guard
+        if isinstance(at_node, (ast.If, ast.IfExp)):
             if fallback is None:
-                return {**base, "verdict": "unknown", "guard_line": parent.lineno,
-                        "reason": f"{at}: the loss is computed under a test of the targets at line {parent.lineno} "
+                return {**base, "verdict": "unknown", "guard_line": at_node.lineno,
+                        "reason": f"{at}: the loss is computed under a test of the targets at line {at_node.lineno} "
                                   "but the other arm does not set it"}
-            grad = ("a constant with no grad_fn: a caller's loss.backward() raises on it"
-                    if fallback["kind"] == "constant" else f"`{fallback['text']}`")
-            return {**base, "verdict": "fixed", "guard_line": parent.lineno, "fallback": fallback,
-                    "reason": f"{at}: cross_entropy runs only when `{ast.unparse(parent.test)}` "
-                              f"(line {parent.lineno}); otherwise the loss is {grad} (line {fallback['line']})"}
+            return _fixed(base, at, at_node.lineno, words, fallback)
+        return {**base, "verdict": "fixed", "guard_line": at_node.lineno, "reason": f"{at}: {words}"}
+    early = _early_exit(where, call, watched, loss_names)
+    if early is not None:
+        test, fallback = early
+        return _fixed(base, at, test.lineno, f"before it, when `{ast.unparse(test.test)}` (line {test.lineno})",
+                      fallback, then=", the loss is")
     post = _post_guard(where, next(iter(loss_names)), call.lineno)
     if post is not None:
         return {**base, "verdict": "fixed", "guard_line": post.lineno,
                 "reason": f"{at}: the loss is made finite afterwards (line {post.lineno}: {ast.unparse(post)[:100]})"}
+    unfollowed = _unfollowed_test(where, watched)
+    if unfollowed is not None:
+        return {**base, "verdict": "unknown", "guard_line": unfollowed.lineno,
+                "reason": f"{at}: a {reduction!r} loss next to a test of the targets' values this reading does not "
+                          f"follow (line {unfollowed.lineno}: `{ast.unparse(unfollowed.test)[:80]}`)"}
     if reduction == "mean":
         return {**base, "verdict": "vulnerable",
                 "reason": f"{at}: {qual} returns cross_entropy(ignore_index=..., reduction='mean') with no "

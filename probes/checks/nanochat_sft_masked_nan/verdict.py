@@ -6,7 +6,12 @@ How the shared words read for a nanochat tree:
   from two detectors that must agree: the static reading of the
   ``cross_entropy`` call and the runtime call on a tiny ``GPT`` with every
   target -1 (reduction default). ``vulnerable``: NaN; ``fixed``: finite.
-  ``unknown`` / ``inconsistent`` (no tree, a detector failed, they disagree)
+  Where the static reading abstains (a fix in a shape it does not know) and
+  the runtime detector answered, the runtime answer stands, with the
+  abstention in the reason: it ran the tree's own ``GPT``, and a source tree
+  is anyone's code, so a right fix written another way must not be an
+  ``error``; the suite and the real run still judge it. ``unknown`` (no tree,
+  the runtime detector failed) and ``inconsistent`` (the readings disagree)
   give ``error``.
 * "guard" = **the SFT loop** in ``scripts/chat_sft.py``: present when its
   static reading finds a branch on the targets that keeps an all -1
@@ -74,8 +79,18 @@ def _train_problem(train: Training | None) -> str:
     return f"{WORDS.get(train.outcome, train.outcome)} in chat_sft.py ({train.label()}): {train.reason}"
 
 
+def _model_state(check: dict[str, Any]) -> tuple[ZooState, str, str, str]:
+    """``zoo_state``, except that a static abstention leaves the runtime detector's answer standing."""
+    zoo, reason, static, runtime = zoo_state(check)
+    if zoo is ZooState.UNKNOWN and static == "unknown" and runtime in (ZooState.VULNERABLE, ZooState.FIXED):
+        said = (step_result(check, "runtime") or {}).get("reason", "")
+        why = (check.get("static") or {}).get("reason", "")
+        return ZooState(runtime), f"runtime detector: {said}; the static reading abstained ({why})", static, runtime
+    return zoo, reason, static, runtime
+
+
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
-    zoo, zoo_reason, static, runtime = zoo_state(check)
+    zoo, zoo_reason, static, runtime = _model_state(check)
     counts, _ = behavior_counts(check)
     train = training(check)
     tests = (step_result(check, "behavior") or {}).get("tests") or []
