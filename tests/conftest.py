@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # would keep short modules spread, but its group suffix on node ids does nothing under pytest 9.2.)
 # tests/test_layout.py checks that every module with an integration test or a module-scoped fixture is listed.
 LONGEST_FIRST = (  # seconds on one worker in a fresh-clone `.ci/run` on a 2-core host
-    "tests/integration/test_nanochat_matrix.py",  # 1280 for five nanochat cells (two chat_sft.py runs each); six now
+    "tests/integration/test_nanochat_matrix.py",  # 1490: six nanochat cells, two chat_sft.py runs each
     "tests/integration/test_mutants.py",  # 760
     "tests/integration/test_differential_guards.py",  # 680: sixteen guard cells
     "tests/integration/test_gate_pinned.py",  # 490
