@@ -393,4 +393,3 @@ if __name__ == "__main__":
     print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
     print(f"commands under tests/: {commands_under_tests()}")
     print(f"harness module names shared: {shared_names()}")
-

@@ -139,10 +139,12 @@ def _enclosing_guard(parent: ast.AST, child: ast.AST, watched: set[str],
     finite wrapper, a floored divisor): (node, fallback, words), or None when it is not one."""
     if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _tests_validity(parent.test,
                                                                                                  watched):
-        on_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
-        other = parent.orelse if on_body else parent.body
-        fallback = (_fallback(other, loss_names) if isinstance(parent, ast.If)  # type: ignore[arg-type]
-                    else _value_kind(other, parent.lineno))  # type: ignore[arg-type]
+        if isinstance(parent, ast.If):
+            on_body = child in parent.body
+            fallback = _fallback(parent.orelse if on_body else parent.body, loss_names)
+        else:
+            on_body = child is parent.body
+            fallback = _value_kind(parent.orelse if on_body else parent.body, parent.lineno)
         when = ast.unparse(parent.test) if on_body else f"not ({ast.unparse(parent.test)})"
         return parent, fallback, f"cross_entropy runs only when `{when}` (line {parent.lineno})"
     if isinstance(parent, ast.Call) and _name(parent.func) in FINITE_WRAPPERS and child is not parent.func:
