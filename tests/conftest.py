@@ -25,19 +25,19 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # the short modules fill the other worker instead of one long module ending the run alone. (`--dist loadgroup`
 # would keep short modules spread, but its group suffix on node ids does nothing under pytest 9.2.)
 # tests/test_layout.py checks that every module with an integration test or a module-scoped fixture is listed.
-LONGEST_FIRST = (  # seconds on one worker in a fresh-clone `.ci/run` on a 2-core host
+LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on a 2-core host (914 tests)
     "tests/integration/test_nanochat_matrix.py",  # 1490: six nanochat cells, two chat_sft.py runs each
-    "tests/integration/test_mutants.py",  # 760
-    "tests/integration/test_differential_guards.py",  # 680: sixteen guard cells
-    "tests/integration/test_gate_pinned.py",  # 490
-    "tests/integration/test_default_matrix.py",  # 360
-    "tests/faults/test_real_faults.py",  # 250
-    "tests/integration/test_exit_codes.py",  # 100
+    "tests/integration/test_differential_guards.py",  # 700: sixteen guard cells
+    "tests/integration/test_mutants.py",  # 640
+    "tests/integration/test_gate_pinned.py",  # 530
+    "tests/integration/test_default_matrix.py",  # 385
+    "tests/faults/test_real_faults.py",  # 210
+    "tests/integration/test_exit_codes.py",  # 115
+    "tests/integration/test_train_real.py",  # 70
     "tests/integration/test_none_only_zoo.py",  # 70
-    "tests/scan/test_scan_integration.py",  # 65
-    "tests/scan/test_confirm_integration.py",  # 65
-    "tests/integration/test_train_real.py",  # 65
-    "tests/gpu/test_dry_run.py",  # 50
+    "tests/scan/test_confirm_integration.py",  # 60
+    "tests/scan/test_scan_integration.py",  # 55
+    "tests/gpu/test_dry_run.py",  # 55
     "tests/integration/test_browser.py",
     "tests/probes/test_static_releases.py",
     "tests/test_workflow.py",
