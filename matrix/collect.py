@@ -30,7 +30,7 @@ def load_cell(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != CELL_SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ResultFileError(f"{path}: schema {got!r} is not {CELL_SCHEMA!r}; rerun that cell "
-                              "(README, 'Cell JSON schema versions')")
+                              "(docs/commands.md#output-and-schemas)")
     for key, kind in REQUIRED.items():
         if not isinstance(data.get(key), kind):
             raise ResultFileError(f"{path}: cell result lacks {key!r} (a {kind.__name__}); rerun that cell")

@@ -2,7 +2,7 @@
 
 A matrix file is TOML: ``schema``, ``[options]``, ``[[build]]``, optional ``[pairs]``
 (default: the full product), ``[[stack]]`` (trainer stacks crossed with every pair:
-``matrix.stacks``), ``[[expect]]`` and ``[gate]`` (README, "Writing a matrix file").
+``matrix.stacks``), ``[[expect]]`` and ``[gate]`` (docs/matrix-files.md#writing-a-matrix-file).
 Its axes are the packages of one check subject (``probes.checks.Subject``): unsloth x
 unsloth_zoo builds, or the builds of a subject such as a source tree, one axis per
 package; a build's ``package`` says which axis it is on, and a cell is one build per axis.

@@ -89,7 +89,7 @@ def run_measure(m: GpuMeasure, c: GpuCase, s: Scratch, out: Path, dry: bool, tim
     work = out / "gpu-work" / c.name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    # Dry: import unsloth on a host without a GPU (DESIGN.md section 7).
+    # Dry: import unsloth on a host without a GPU (docs/design.md#measured-facts).
     env = envrun.clean_env(envrun.probes_path(work), **({"UNSLOTH_ALLOW_CPU": "1"} if dry else {}))
     result = work / "measure.json"
     argv = [str(s.python), "-m", m.module, "--out", str(result), "--device", "cuda", "--compile",

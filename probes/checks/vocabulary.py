@@ -1,4 +1,4 @@
-"""The words every check's verdict is made of (DESIGN.md section 3), and helpers to read evidence.
+"""The words every check's verdict is made of (docs/design.md#states), and helpers to read evidence.
 
 Stdlib only: ``reports/`` imports this module and each check's ``verdict.py``.
 A check's ``classify`` reads its own section of a cell JSON (``static`` and
@@ -264,7 +264,7 @@ def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}
 
 def replaced_on_fixed_zoo(what: str, extra: str = "") -> tuple[GuardState, str]:
     """The one rule for every check: replacing a kernel that already carries the fix is ``broken`` (a guard
-    must detect the fix structurally and stay idle: DESIGN.md section 4), whatever its tests say."""
+    must detect the fix structurally and stay idle: docs/design.md#the-guard-protocol), whatever its tests say."""
     return GuardState.BROKEN, f"{what} was replaced on a zoo that carries the fix" + (f"; {extra}" if extra else "")
 
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 U, G = "u2026.10.9", "u2026.10.9-guard"
 Z_OLD, Z_FIX, Z_NEW = "z2026.9.3", "z2026.9.3-fix", "z2026.10.9"
 FUSED, CPU = "fused-ce-masked-nan", "cpu-ce-masked-nan"
-# (zoo state, guard state) per check, reasoned from DESIGN.md sections 1, 4 and 8: zoo 2026.9.3 divides by a
+# (zoo state, guard state) per check, reasoned from docs/design.md#states: zoo 2026.9.3 divides by a
 # zero count (vulnerable) and has no CPU backend (absent); our zoo-fix backport guards the divisor; zoo
 # 2026.10.9 carries the fused fix but its CPU kernel still sets a NaN divisor; only our guard replaces a forward.
 EXPECTED = {
@@ -33,7 +33,7 @@ EXPECTED = {
     (G, Z_FIX): {FUSED: ("fixed", "no-ops"), CPU: ("absent", "not-needed")},
     (G, Z_NEW): {FUSED: ("fixed", "no-ops"), CPU: ("vulnerable", "missing")},
 }
-# Reach of the failing states (None for passing ones), reasoned from DESIGN.md sections 1, 3 and 5b: zoo
+# Reach of the failing states (None for passing ones), reasoned from docs/design.md#reach: zoo
 # 2026.9.3's fused kernel NaNs on the count of 0 zoo's trainer patch sends at a fully masked step (exposed);
 # zoo 2026.10.9's CPU kernel NaNs only without a count, and the CPU backend's SFTTrainer sends one (latent).
 REACH = {(U, Z_OLD): {FUSED: "exposed"}, (U, Z_NEW): {CPU: "latent"}, (G, Z_NEW): {CPU: "latent"}}

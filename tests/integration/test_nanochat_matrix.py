@@ -6,7 +6,7 @@ from the bundle (the backport is master plus ``matrix/backports/nanochat-
 mean-floor``), its env is the tree's own ``pyproject.toml`` dependencies and
 ``cpu`` extra with torch 2.9.1 (nanochat's pin), and the probes run the
 check's raw steps, ending in the tree's own ``scripts/chat_sft.py`` at GA 1
-and GA 4. The torch 2.14.1 column of the shipped file is the README's run
+and GA 4. The torch 2.14.1 column of the shipped file is the check README's run
 (``SKEWMATRIX_MATRIX=matrix/nanochat.toml nox -s matrix``), not repeated here.
 
 Expectations, written from each diff before any run (the mechanism; which
@@ -81,7 +81,7 @@ EXPECTED: dict[str, tuple[str, str, set[str], str, str | None, str]] = {
 # backports of master: ours (matrix/backports) and a right fix in another shape (tests/backports)
 BACKPORTS = {"fix": "nanochat-mean-floor", "early-return": "nanochat-early-return"}
 STACK = "torch-2.9.1"
-# the commits the bundle's refs resolve to (../shared/fixtures/README.md); our backport is master's
+# the commits the bundle's refs resolve to (git bundle list-heads on the bundle); our backport is master's
 SHAS = {"master": "92d63d4e8bb4", "pr-619": "1a3ad25e1a93", "pr-623": "0f21a913a861", "pr-662": "55eb3455156d",
         "fix": "92d63d4e8bb4", "early-return": "92d63d4e8bb4"}
 

@@ -1,7 +1,8 @@
 """A zoo fixed for ``n_items=None`` only is vulnerable on the trainer's route (issue 20, part 4).
 
 zoo's trainer patch hands the kernel ``num_items_in_batch = tensor(0)`` at a fully masked step, not None
-(DESIGN.md section 1). ``tests/backports/zoo-fix-none-only`` is zoo 2026.9.3 with the label count floored
+(probes/checks/fused_ce_masked_nan/README.md#the-evidence).
+``tests/backports/zoo-fix-none-only`` is zoo 2026.9.3 with the label count floored
 and a given ``n_items`` divided by as it comes: the old contract. Two real cells, unsloth 2026.10.9 as
 released and with the shipped guard backport, against that zoo: both detectors must call it vulnerable
 (the runtime one naming the count forms that NaN, the static one the caller's count), the unguarded cell is

@@ -57,7 +57,7 @@ def test_scan_reads_unsloth_metadata(scanned) -> None:
     (u,) = doc["unsloth"]
     assert u["zoo_requirement"]["plain"] == ">=2026.10.9"
     assert u["floor"]["version"] == "2026.10.9" and u["exposure"] == "safe"
-    assert u["guard"]["state"] == "absent"  # PyPI's 2026.10.9 carries no guard (DESIGN section 1)
+    assert u["guard"]["state"] == "absent"  # PyPI's 2026.10.9 carries no guard (the check's README, The evidence)
 
 
 def test_first_fixed_agrees_with_a_real_cell(scanned, tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 ``unsloth_zoo.cpu.ops.chunked_linear_cross_entropy`` (zoo 2026.10.x, the
 kernel unsloth's CPU SFT path uses) divides the summed loss by the caller's
 ``num_items_in_batch``, else by the count of trainable labels -- and sets
-that divisor to NaN when no label is left (DESIGN.md section 8). Files:
+that divisor to NaN when no label is left (README.md#the-evidence). Files:
 ``static.py`` (source reading), ``kernel.py`` (inputs and calls),
 ``phases.py`` (runtime detector, guard probe, a short suite), ``verdict.py``.
 Stdlib only here.

@@ -2,8 +2,8 @@
 
 ``UnslothFusedLoss.forward`` divides the summed loss by "the caller's
 ``n_items``, else the count of trainable labels"; a microbatch with no
-trainable label and a divisor of None or 0 gives a NaN loss (DESIGN.md
-section 1). Detectors: ``static/`` (AST of the installed source) and
+trainable label and a divisor of None or 0 gives a NaN loss (see
+README.md#the-evidence). Detectors: ``static/`` (AST of the installed source) and
 ``runtime.py`` (the raw kernel, without unsloth); ``guard.py`` (who owns the
 forward after ``import unsloth``); ``behavior/`` (the suite); ``train.py``
 (a real training run); ``verdict.py`` (the states). Capabilities: ``scan.py``

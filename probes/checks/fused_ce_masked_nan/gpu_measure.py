@@ -107,7 +107,7 @@ def leaves(dtype: str, batch_kind: str, device: str) -> tuple[dict[str, Any], An
     params = {"hidden": b.hidden.detach().to(param_dtype).requires_grad_(True),
               "weight": b.weight.detach().to(param_dtype).requires_grad_(True)}
     if batch_kind == "all_masked_n0":
-        # What zoo's trainer patch passes when no label of the step survives (DESIGN.md section 1).
+        # What zoo's trainer patch passes when no label of the step survives (README.md#the-evidence).
         b.n_items = torch.tensor(0, device=device)
     return params, b
 

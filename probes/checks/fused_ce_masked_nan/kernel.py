@@ -261,7 +261,7 @@ def outcome(loss: torch.Tensor, batch: Batch) -> dict[str, Any]:
     """Backward through ``loss`` and describe loss and each gradient separately.
 
     The vulnerable kernel gives a NaN *loss* with finite, zero gradients on
-    CPU (DESIGN.md section 8), so loss and gradients are reported apart.
+    CPU (docs/design.md#measured-facts), so loss and gradients are reported apart.
     """
     value = float(loss.detach().float().cpu())
     result: dict[str, Any] = {

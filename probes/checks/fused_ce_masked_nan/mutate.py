@@ -12,7 +12,7 @@ run is void (exit 2). Stdlib, torch and the packages under test only.
 Why not mutmut or cosmic-ray: both own the test loop. cosmic-ray edits the
 file on disk and starts the test command afresh for every mutant (one
 ``import unsloth``, about 20 s, per mutant, and in-place edits of a
-hardlinked env corrupt the uv cache, DESIGN.md section 9); mutmut 3 rewrites
+hardlinked env corrupt the uv cache: docs/design.md#measured-facts); mutmut 3 rewrites
 the source tree into trampolines selected by an environment variable and
 drives pytest in forked children. Neither can "import unsloth once, then
 load, install, test and uninstall each mutant in the same process", which

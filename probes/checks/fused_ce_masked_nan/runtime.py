@@ -6,7 +6,7 @@ driverless host without unsloth. A tiny all-masked CPU batch goes through
 ``UnslothFusedLoss`` directly once per form of the caller's count
 (``ZERO_FORMS``): ``None`` (a custom loop), the Python numbers 0 and 0.0, a
 0-d tensor 0 (what zoo's trainer patch sends as ``num_items_in_batch`` when a
-whole accumulation step is masked, DESIGN.md section 1) and a one-element
+whole accumulation step is masked, README.md#the-evidence) and a one-element
 tensor ``[0]``; and once per control (``CONTROL_FORMS``): the same forms with a
 positive count, which every zoo should answer with a finite 0.0.
 

@@ -1,4 +1,4 @@
-"""The end-to-end training probe (DESIGN.md section 5b): does a real run log NaN?
+"""The end-to-end training probe (docs/design.md#the-training-run): does a real run log NaN?
 
 Kernel tests answer "is the divisor guarded"; this probe answers the user's
 question. In the process that already imported unsloth it builds a tiny

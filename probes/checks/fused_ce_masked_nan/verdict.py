@@ -1,4 +1,4 @@
-"""From this check's evidence in a cell to its zoo state and guard state (DESIGN.md section 3).
+"""From this check's evidence in a cell to its zoo state and guard state (docs/design.md#states).
 
 Stdlib only (``reports/`` imports it). Zoo state: the static reading and the
 raw-kernel run must agree. Guard state, after ``import unsloth``: was the

@@ -1,4 +1,4 @@
-"""The behaviour suite of the ``fused-ce-masked-nan`` check (DESIGN.md section 5).
+"""The behaviour suite of the ``fused-ce-masked-nan`` check (../README.md#its-suite).
 
 Fourteen tests (the upstream proposal's thirteen and our 14), always
 reported as fourteen entries (pass / fail / n/a with a reason), plus extra

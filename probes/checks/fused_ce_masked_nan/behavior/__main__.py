@@ -87,7 +87,7 @@ def before_phase(args: argparse.Namespace, torch_compile: bool) -> dict[str, Any
     if "unsloth" in sys.modules:
         first = _placeholder("01-before", "crashed: unsloth already imported in the before phase", "fail")
     else:
-        # Raw zoo import needs both (DESIGN.md section 7).
+        # Raw zoo import needs both (docs/design.md#measured-facts).
         for key, value in RAW_ENV.items():
             os.environ.setdefault(key, value)
         ctx = Context(Guard(args.guard_module, None, "not loaded in the before phase"),
@@ -148,7 +148,7 @@ def after_phase(args: argparse.Namespace, torch_compile: bool, raw_doc: dict[str
     )
 
     # The environment is used as given: with UNSLOTH_ALLOW_CPU=1 unsloth keeps its GPU path on a
-    # driverless host; without it recent builds pick the CPU backend (DESIGN.md section 8).
+    # driverless host; without it recent builds pick the CPU backend (docs/design.md#measured-facts).
     start = time.perf_counter()
     try:
         import unsloth  # noqa: F401  (the import is the point: it may install a guard)

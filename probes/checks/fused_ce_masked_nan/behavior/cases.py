@@ -1,4 +1,4 @@
-"""The fourteen behaviour tests and the extra probes (DESIGN.md section 5).
+"""The fourteen behaviour tests and the extra probes (../README.md#its-suite).
 
 ``before_phase`` holds test 1 (raw kernel, no unsloth in the process);
 ``after_phase`` holds tests 2-14 and the extras, which share one process
@@ -281,7 +281,7 @@ def test_10_shift_empties(ctx: Context, c: Checks) -> None:
 
 
 def test_14_n_items_zero(ctx: Context, c: Checks) -> None:
-    """Every spelling of a zero count the trainer may send (DESIGN.md section 1)."""
+    """Every spelling of a zero count the trainer may send (../README.md#the-evidence)."""
     spellings: dict[str, Any] = {
         "tensor_0d": count_of(0.0),
         "tensor_1_element": torch.zeros(1),

@@ -77,7 +77,7 @@ def measured_forms(raw_doc: dict[str, Any] | None) -> tuple[str, ...]:
 
 def zero_count_batches(ctx: Context) -> list[tuple[str, kernel.Batch]]:
     """The fully masked batch with each count a caller sends when nothing is left: None (a custom loop) and
-    ``tensor(0)`` (zoo's trainer patch on a fully masked accumulation step, DESIGN.md section 1)."""
+    ``tensor(0)`` (zoo's trainer patch on a fully masked accumulation step, ../README.md#the-evidence)."""
     out = []
     for form in ZERO_FORMS:
         batch = ctx.batch("all_masked")

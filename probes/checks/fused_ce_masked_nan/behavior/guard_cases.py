@@ -34,7 +34,7 @@ from .support import (
 
 
 def _expect_result(c: Checks, what: str, result: Any, expected: bool) -> None:
-    """The protocol's hooks answer with a bool that tells the truth (DESIGN.md section 4)."""
+    """The protocol's hooks answer with a bool that tells the truth (docs/design.md#the-guard-protocol)."""
     c.details.setdefault("hook_results", {})[what] = result
     c.expect(isinstance(result, bool) and result == expected, f"{what} returned {result!r}, expected {expected}")
 

@@ -1,6 +1,6 @@
 """The differential, property-based suite: the guarded kernel against zoo's own kernel in the same cell.
 
-Contract (DESIGN.md section 5). After ``import unsloth`` the kernel must be
+Contract (docs/design.md#the-differential-contract). After ``import unsloth`` the kernel must be
 indistinguishable from zoo's own on every input, except where zoo's answer
 is non-finite *only because every label is masked*: the effective labels
 (after the causal shift and after folding ``mask`` in, the way zoo's
