@@ -71,7 +71,7 @@ class _ModuleReader:
         for stmt in body:
             self._stmt(stmt)
 
-    def _stmt(self, stmt: ast.stmt) -> None:  # noqa: C901 -- one branch per statement kind
+    def _stmt(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             self.names.add(stmt.name)
         elif isinstance(stmt, ast.Assign):
@@ -166,8 +166,9 @@ def _globals_subscript_writes(tree: ast.Module) -> list[int]:
         for node in ast.walk(stmt):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 break
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Call) \
-                    and isinstance(node.value.func, ast.Name) and node.value.func.id == "globals":
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                    and node.value.func.id == "globals":
                 lines.append(node.lineno)
     return lines
 
@@ -199,7 +200,7 @@ def _exports(readers: dict[str, _ModuleReader], module: str, package: str, resol
     """What ``from module import *`` brings, and the reasons some names are unknown."""
     r = readers.get(module)
     if r is None:
-        where = "outside the package" if module.split(".")[0] != package else "not in this release"
+        where = "outside the package" if module.split(".", maxsplit=1)[0] != package else "not in this release"
         return set(), [f"star import from {module} ({where})"]
     if r.all is not None and not r.all_dynamic:
         return set(r.all), []
