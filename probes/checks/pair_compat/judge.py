@@ -49,11 +49,11 @@ def resolve(table: dict[str, Any], path: str, modules: int, kind: str) -> tuple[
     return "ok", path, ""
 
 
-def closest(table: dict[str, Any], missing: str) -> str:
+def closest(table: dict[str, Any], missing: str, is_module: bool = False) -> str:
     """Where the zoo release has the missing name, or the nearest spelling, or that it has neither."""
     mods = table["modules"]
     module, _, name = missing.rpartition(".")
-    if module not in mods:  # a whole module is missing
+    if is_module or module not in mods:  # a whole module is missing
         near = difflib.get_close_matches(missing, list(mods), n=1, cutoff=0.8)
         return f"no module {missing}" + (f"; closest module: {near[0]}" if near else "")
     elsewhere = sorted(m for m, e in mods.items() if m != module and name in e["names"])
@@ -117,7 +117,7 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
         m["where"].append(_where(ref))
     t = res.table
     for m in missing.values():
-        m["closest"] = closest(t, m["name"])
+        m["closest"] = closest(t, m["name"], m["exception"] == "ModuleNotFoundError")
     if any(m["breaks"] == "import" for m in missing.values()):
         verdict = "incompatible"
     elif any(u["import_time"] for u in unknown.values()) or (refs.get("unparsed") and not missing):
