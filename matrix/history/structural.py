@@ -11,9 +11,10 @@ from matrix.history import readers
 from matrix.history.history_run import HistoryOptions, run
 
 
-def structural_gate(version: str, log: Callable[[str], Any] = print, **kw: Any) -> bool:
+def structural_gate(version: str, log: Callable[[str], Any] = print, upto: str = "", **kw: Any) -> bool:
     """Judge unsloth ``version`` against every zoo release at or above its floor and the newest one; True when
-    a zoo release a plain install can pick makes the pair ``incompatible`` (the gate then fails)."""
+    a zoo release a plain install can pick makes the pair ``incompatible`` (the gate then fails). ``upto``
+    caps the zoo releases read (a test's budget; the gate reads them all)."""
     quiet = {**kw, "log": lambda _m: None}
     # the candidate's floor first (its metadata, read with the newest zoo), then every zoo at or above it
     probe = run(HistoryOptions(unsloth=f"=={version}", zoo="===none", scan=False), **quiet)  # no zoo to read
@@ -22,7 +23,7 @@ def structural_gate(version: str, log: Callable[[str], Any] = print, **kw: Any) 
         log(f"gate: structural: no unsloth release {version} on the index")
         return False
     floor, pick = rows[0].get("floor"), rows[0].get("plain_pick")
-    zoo = f">={floor}" if floor else f"=={probe['newest_zoo']}"
+    zoo = (f">={floor}" if floor else f"=={probe['newest_zoo']}") + (f",<={upto}" if upto else "")
     first = run(HistoryOptions(unsloth=f"=={version}", zoo=zoo, everything=True, scan=False), **quiet)
     admitted = [p for p in first["pairs"] if p["admitted"] and (floor is None or _ge(p["zoo"], floor))]
     bad = [p for p in admitted if p["verdict"] == "incompatible"]
