@@ -178,6 +178,9 @@ def test_a_module_level_branch_break_is_degraded_and_says_which_branch() -> None
     assert got["verdict"] == "degraded"
     assert got["missing"][0]["breaks"] == "import-branch"
     assert "sys.platform == 'darwin'" in got["missing"][0]["features"][0]
+    default = pair("import sys\nif sys.platform == 'darwin':\n    X = 1\n"
+                   "else:\n    from unsloth_zoo.mlx import trainer\n")
+    assert default["verdict"] == "incompatible"  # the else arm is the default (GPU) path
 
 
 def test_unknown_at_import_time_makes_the_pair_unknown_not_incompatible() -> None:

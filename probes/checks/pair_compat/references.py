@@ -142,8 +142,8 @@ class _FileReader:
             guarded = ctx.swallowed | {"hasattr"} if _is_hasattr_test(stmt.test) else ctx.swallowed
             test = None if ctx.function else ctx.branch or f"if {ast.unparse(stmt.test)[:80]}"
             self._body(stmt.body, _Ctx(ctx.function, guarded, ctx.aliases, ctx.prefix, test))
-            self._body(stmt.orelse, _Ctx(ctx.function, ctx.swallowed, ctx.aliases, ctx.prefix,
-                                         None if ctx.function else ctx.branch or f"not ({test})"))
+            # the else arm is the default path (unsloth spells a platform `if <platform>: ... else: <GPU path>`)
+            self._body(stmt.orelse, ctx)
         elif isinstance(stmt, ast.Import | ast.ImportFrom):
             self._import(stmt, ctx)
         else:
