@@ -64,3 +64,18 @@ def test_floor_plain_install_and_caps_from_metadata() -> None:
     assert metadata_caps.admits(side["plain"], "2025.3.8") and not metadata_caps.admits(side["plain"], "2025.3.7")
     assert metadata_caps.plain_pick(side["plain"], ["2025.3.7", "2025.3.9", "2025.3.8"]) == "2025.3.9"
     assert metadata_caps.zoo_caps(META) == {"torch": "<2.8,>=2.1"}  # no upper bound on transformers; trl: extra
+
+
+def test_pinned_reads_the_installed_pair_without_importing_it(tmp_path) -> None:
+    from matrix.history import structural_line
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site / "unsloth").mkdir(parents=True)
+    (site / "unsloth_zoo").mkdir()
+    (site / "unsloth" / "__init__.py").write_text("from unsloth_zoo.loss_utils import gone\n")
+    (site / "unsloth_zoo" / "__init__.py").write_text("")
+    (site / "unsloth_zoo" / "loss_utils.py").write_text("def here(): pass\n")
+    assert structural_line(tmp_path).endswith("incompatible: missing `gone` (import unsloth)")
+    (site / "unsloth_zoo" / "loss_utils.py").write_text("def gone(): pass\n")
+    assert structural_line(tmp_path).endswith(": compatible")
+    assert "n/a: unsloth, unsloth_zoo not installed" in structural_line(tmp_path / "elsewhere")
