@@ -167,6 +167,12 @@ def scan(session: nox.Session) -> None:
 
 
 @nox.session(python=False)
+def history(session: nox.Session) -> None:
+    """Every unsloth x zoo release pair of a window, judged from source: history.json/.md/.html."""
+    _exit(session, cli.session_main("history", list(session.posargs)))
+
+
+@nox.session(python=False)
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the behaviour suite (`matrix.mutation`; its own options)."""
     _exit(session, cli.session_main("mutation", list(session.posargs)))

@@ -191,6 +191,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
     return int(scan.main(list(args.args)))
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from matrix import history
+
+    return int(history.main(list(args.args)))
+
+
 def cmd_mutation(args: argparse.Namespace) -> int:
     try:
         from matrix import mutation
@@ -274,6 +280,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "pinned": ("probe an existing interpreter in place, or exactly the pins of a file", add_pinned_arguments,
                cmd_pinned),
     "scan": ("static verdicts for every release, without installing (its own options)", _passthrough, cmd_scan),
+    "history": ("every unsloth x zoo release pair judged from source (its own options)", _passthrough, cmd_history),
     "mutation": ("mutation testing of the behaviour suite (its own options)", _passthrough, cmd_mutation),
     "bench": ("measure the matrix against its floor; `bench scan`: the scan's (own options)", _passthrough,
               cmd_bench),
@@ -284,7 +291,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "ci-matrix": ("stdin: `nox --list --json`; stdout: a GitHub job matrix", None, cmd_ci_matrix),
 }
 # These parse their own arguments (each its own --help).
-PASSTHROUGH = ("scan", "mutation", "bench", "gpu-wheelhouse", "gpu-check")
+PASSTHROUGH = ("scan", "history", "mutation", "bench", "gpu-wheelhouse", "gpu-check")
 
 
 def command_parser(name: str, prog: str) -> argparse.ArgumentParser:

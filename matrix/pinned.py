@@ -107,6 +107,9 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
         missing = [b["package"] for b in builds.values() if b["version"] is None]
         run.fail("probe", f"{label}: {', '.join(missing)} not installed in {env_dir}")
         return run.finish()
+    from matrix.history import structural_line
+
+    log(structural_line(env_dir))  # the structural verdict first, before any hazard
     log(f"probing {label} in place (installing nothing)")
     return record_and_probe(run, env_dir, python, log)
 

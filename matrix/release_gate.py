@@ -165,6 +165,9 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
         backports.append((name, base))
     out.mkdir(parents=True, exist_ok=True)
     candidate, metadata = candidate_build(args.unsloth, out)
+    from matrix.history import structural_gate  # the structural verdict first: no env is built for it
+
+    structural_fails = candidate["source"] == "pypi" and structural_gate(candidate["version"], log)
     log("gate: reading zoo releases and the candidate's requirements (scan)")
     opts = scan.ScanOptions(unsloth=f"=={candidate['version']}" if candidate["source"] == "pypi" else "",
                             skip_unsloth=candidate["source"] != "pypi")
@@ -205,6 +208,6 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     outcome = evaluate(report)
     for line in outcome.lines():
         log(f"gate: {line}")
-    code = outcome.gate_exit_code
+    code = outcome.gate_exit_code or (1 if structural_fails else 0)
     log(f"gate: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
     return code

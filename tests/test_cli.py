@@ -46,7 +46,7 @@ def test_bad_shard_exits_2(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the gate: expected states (strict xfail)
 
 
-FUSED, CPU = "fused-ce-masked-nan", "cpu-ce-masked-nan"
+FUSED, CPU, PAIR = "fused-ce-masked-nan", "cpu-ce-masked-nan", "pair-compat"
 FAILING = ["broken", "error", "missing"]
 
 
@@ -153,7 +153,8 @@ def test_expect_file_wide_per_pair_and_per_check(tmp_path: Path) -> None:
     m = load('[[expect]]\nstate = "not-needed"\n'                        # file-wide, every check
              f'[[expect]]\nunsloth = "u1"\nzoo = "z1"\ncheck = "{FUSED}"\nstate = "missing"\n', tmp_path)
     got = {c.id: c.expect_map for c in m.cells}
-    assert got == {"u1__z1": {FUSED: "missing", CPU: "not-needed"}, "u1__z2": {FUSED: "not-needed", CPU: "not-needed"}}
+    assert got == {"u1__z1": {FUSED: "missing", CPU: "not-needed", PAIR: "not-needed"},
+                   "u1__z2": {FUSED: "not-needed", CPU: "not-needed", PAIR: "not-needed"}}
 
 
 def test_no_expect_means_no_expectations(tmp_path: Path) -> None:
@@ -178,7 +179,7 @@ def test_bad_expect_tables_are_all_reported_with_suggestions(tmp_path: Path) -> 
     assert "[[expect]] #1: unsloth = 'u2' is not a unsloth build in this file (did you mean 'u1'?); " \
            "unsloth builds: u1" in problems
     assert f"[[expect]] #2: check = 'fused-ce-masked-nam' is not a registered check (did you mean '{FUSED}'?); " \
-           f"checks: {FUSED}, {CPU}" in problems
+           f"checks: {FUSED}, {CPU}, {PAIR}" in problems
     assert any(p.startswith("[[expect]] #2: state = 'mising' is not a guard state (did you mean 'missing'?)")
                for p in problems)
     assert any(p.startswith("[[expect]] #3: missing required key 'state'") for p in problems)
@@ -277,7 +278,8 @@ def test_checks_lists_each_capability_or_why_not(capsys: pytest.CaptureFixture) 
         for i, kind in enumerate(checks.CAPABILITIES, 1):
             declared = checks.capability(name, kind) is not None
             assert out[at + i] == f"  {kind}: " + ("declared" if declared else checks.lacks(name, kind))
-        assert out[at + len(checks.CAPABILITIES) + 1] == "  training: step train"  # both checks train
+        trains = "step train" if checks.info(name).id != PAIR else f"n/a: check {PAIR} has no Step(training=True)"
+        assert out[at + len(checks.CAPABILITIES) + 1] == f"  training: {trains}"  # the skew checks train
     assert "  gpu: n/a: check cpu-ce-masked-nan declares no GPU measurement (no gpu.py in " \
            "probes/checks/cpu_ce_masked_nan/)" in out
 

@@ -309,7 +309,8 @@ def test_every_check_folder_is_registered_and_meets_the_contract() -> None:
 def test_every_declared_capability_has_its_registry_type() -> None:
     from probes import checks
 
-    types = {"scan": checks.ScanTarget, "mutation": checks.MutationTarget, "gpu": checks.GpuMeasure}
+    types = {"scan": checks.ScanTarget, "mutation": checks.MutationTarget, "gpu": checks.GpuMeasure,
+             "pairs": checks.PairTarget}
     bad = []
     for name in checks.REGISTRY:
         for kind in checks.CAPABILITIES:

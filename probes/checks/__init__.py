@@ -75,6 +75,10 @@ a training route
 ``gpu.py`` (the harness imports it)
     ``MEASURE``: a :class:`GpuMeasure` -- the GPU device check's cases and
     wheels, the module that measures in a case's interpreter, and its table.
+``pairs.py`` (the harness imports it: no torch)
+    ``TARGET``: a :class:`PairTarget` -- how the check judges a pair of
+    releases from both sides' source alone; the history matrix
+    (``skewmatrix history``) reads every pair of a release window with it.
 
 A check has two names: its folder (``REGISTRY``, Python's spelling) and its
 id (``INFO.id``, in JSON, matrix files and on the command line).
@@ -99,6 +103,7 @@ from probes.checks.capabilities import (
     GpuMeasure,
     GuardScan,
     MutationTarget,
+    PairTarget,
     ScanTarget,
     StepDetails,
     StepRenderer,
@@ -106,7 +111,8 @@ from probes.checks.capabilities import (
 )
 
 __all__ = ["CAPABILITIES", "REGISTRY", "CheckInfo", "DetailTable", "GpuCase", "GpuMeasure", "GuardScan",
-           "MutationTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer", "Subject",
+           "MutationTarget", "PairTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer",
+           "Subject",
            "capability", "folder_of", "for_axes", "ids", "info", "infos", "lacks", "package", "phases_module",
            "subject", "subjects", "verdict_module", "with_capability"]
 
@@ -115,6 +121,7 @@ REGISTRY: tuple[str, ...] = (
     "fused_ce_masked_nan",
     "cpu_ce_masked_nan",
     "nanochat_sft_masked_nan",
+    "pair_compat",
 )
 
 
@@ -205,6 +212,7 @@ CAPABILITIES: dict[str, tuple[str, str, str]] = {
     "mutation": ("mutation", "TARGET", "mutation target"),
     "render": ("render", "", "step renderer"),
     "gpu": ("gpu", "MEASURE", "GPU measurement"),
+    "pairs": ("pairs", "TARGET", "pair reader"),
 }
 
 

@@ -258,4 +258,28 @@ class Subject:
 
 
 # The subject of the checks whose hazard sits between unsloth and unsloth_zoo wheels.
+
+@dataclass(frozen=True)
+class PairTarget:
+    """How a check judges a pair of releases from both sides' source alone (the history matrix reads it).
+
+    ``references`` turns the referring project's ``{wheel member: text}`` into its reference list,
+    ``definitions`` the referred-to project's into its symbol table (both JSON-able, cached per file
+    sha256); ``prepare`` makes a table ready for many ``judge(references, prepared)`` calls, which return
+    ``{"verdict": one of verdicts, ...evidence}``; ``summary`` is that result in one line. ``reader`` is the
+    package whose source keys the cache. No torch, no import of the code under test.
+    """
+
+    referrer: str  # the project whose source refers (its package directory name)
+    referred: str  # the project referred to (its package directory name)
+    references: Callable[[dict[str, str]], dict[str, Any]]
+    definitions: Callable[[dict[str, str]], dict[str, Any]]
+    prepare: Callable[[dict[str, Any]], Any]
+    judge: Callable[[dict[str, Any], Any], dict[str, Any]]
+    summary: Callable[[dict[str, Any]], str]
+    verdicts: tuple[str, ...]
+    reader: str
+
+
+# The subject of the checks whose hazard sits between unsloth and unsloth_zoo wheels.
 UNSLOTH_WITH_ZOO = Subject({"unsloth": "unsloth", "unsloth_zoo": "zoo"})

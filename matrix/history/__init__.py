@@ -1,0 +1,19 @@
+"""The history matrix: every unsloth release x every zoo release of a window, judged from source alone.
+
+``skewmatrix history`` / ``nox -s history -- --unsloth SPEC --zoo SPEC [--all]``. The pair reader comes from
+the registry (the first check that declares ``pairs.py``); releases are listed and read through the scan's
+index client, fetcher and cache (``matrix.scan``), one analysis per release digest. Modules:
+
+* ``readers``: the window and reading each release once;
+* ``metadata_caps``: floors, plain-install picks, zoo's caps;
+* ``grid``: every pair, equivalence classes, the one line per unsloth release;
+* ``history_run``: the run as one document; ``history_page``: Markdown and the HTML heatmap;
+* ``history_cmd``: the command (``main(argv) -> int``);
+* ``structural``: the gate's and pinned's structural verdict for one unsloth release.
+"""
+
+from matrix.history.history_cmd import main
+from matrix.history.history_run import HistoryOptions, run
+from matrix.history.structural import structural_gate, structural_line
+
+__all__ = ["HistoryOptions", "main", "run", "structural_gate", "structural_line"]

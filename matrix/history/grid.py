@@ -1,0 +1,107 @@
+"""Every pair of the window judged, grouped into equivalence classes, and one line per unsloth release.
+
+A class is the same unsloth reference list (lines aside) x the same zoo symbol table: its verdict is
+computed once; a pair that is not ``compatible`` is judged again with its own reference list so that its
+evidence carries its own file:line. Each zoo table is prepared once (the reader memoises a path's answer),
+so the whole grid costs one lookup per distinct reference path and zoo release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from packaging.version import Version
+
+from matrix.history.metadata_caps import admits
+from probes.checks.capabilities import PairTarget
+
+EVIDENCE_NAMES = 8  # missing names kept per pair in the JSON
+EVIDENCE_PLACES = 3  # unsloth places kept per missing name
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def refs_class(refs: dict[str, Any]) -> str:
+    """The class of a reference list: what it references, how, and where it is guarded (lines aside)."""
+    seen = sorted({(r["path"], r["kind"], r["modules"], r["file"], r["function"] is None, tuple(r["swallowed"]),
+                    r["branch"] is None, r["import_time"]) for r in refs["refs"]})
+    return _digest([seen, sorted(refs.get("unparsed", []))])
+
+
+def table_class(table: dict[str, Any]) -> str:
+    return _digest(table)
+
+
+def trimmed(result: dict[str, Any]) -> dict[str, Any]:
+    """A pair's evidence cut to a size a 10,000-pair JSON can carry (the counts stay whole)."""
+    return {"verdict": result["verdict"], "missing_count": len(result["missing"]),
+            "unknown_count": len(result["unknown"]),
+            "missing": [{**m, "where": m["where"][:EVIDENCE_PLACES]} for m in result["missing"][:EVIDENCE_NAMES]],
+            "unknown": [{**u, "where": u["where"][:1]} for u in result["unknown"][:3]]}
+
+
+def judge_all(t: PairTarget, uns: list[dict[str, Any]], zoo: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"pairs": [...], "classes": [...]}`` for rows ``{"version", "refs"|None, "plain", ...}`` and
+    ``{"version", "table"|None, ...}`` (a row without its analysis gives ``unknown`` with the read error)."""
+    prepared = {z["version"]: t.prepare(z["table"]) for z in zoo if z.get("table") is not None}
+    zcls = {z["version"]: table_class(z["table"]) for z in zoo if z.get("table") is not None}
+    ucls = {u["version"]: refs_class(u["refs"]) for u in uns if u.get("refs") is not None}
+    by_class: dict[tuple[str, str], dict[str, Any]] = {}
+    members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    pairs = []
+    for u in uns:
+        for z in zoo:
+            base = {"unsloth": u["version"], "zoo": z["version"], "admitted": admits(u.get("plain"), z["version"])}
+            if u.get("refs") is None or z.get("table") is None:
+                why = u.get("error") or z.get("error") or "not read"
+                pairs.append({**base, "verdict": "unknown", "reason": why, "class": None})
+                continue
+            key = (ucls[u["version"]], zcls[z["version"]])
+            if key not in by_class:
+                by_class[key] = t.judge(u["refs"], prepared[z["version"]])
+            result = by_class[key]
+            if result["verdict"] != "compatible" and members.get(key):
+                result = t.judge(u["refs"], prepared[z["version"]])  # its own lines
+            members.setdefault(key, []).append((u["version"], z["version"]))
+            pairs.append({**base, **trimmed(result), "class": f"{key[0]}x{key[1]}"})
+    classes = [{"id": f"{k[0]}x{k[1]}", "verdict": by_class[k]["verdict"], "pairs": len(v), "example": list(v[0])}
+               for k, v in members.items()]
+    return {"pairs": pairs, "classes": classes}
+
+
+def _segments(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for p in rows:
+        if out and out[-1][0] == p["verdict"]:
+            out[-1][1].append(p)
+        else:
+            out.append((p["verdict"], [p]))
+    return out
+
+
+def _span(ps: list[dict[str, Any]]) -> str:
+    return ps[0]["zoo"] if len(ps) == 1 else f"{ps[0]['zoo']} … {ps[-1]['zoo']}"
+
+
+def release_line(version: str, pairs: list[dict[str, Any]]) -> str:
+    """"works with zoo A … B; from C: missing `name` (feature)" for one unsloth release, zoo ascending."""
+    rows = sorted((p for p in pairs if p["unsloth"] == version), key=lambda p: Version(p["zoo"]))
+    works = [_span(ps) for v, ps in _segments(rows) if v == "compatible"]
+    parts = [f"works with zoo {', '.join(works)}" if works else "works with no zoo release in the window"]
+    for verdict, ps in _segments(rows):
+        if verdict == "compatible":
+            continue
+        first = ps[0]
+        named = [f"`{m['name'].rsplit('.', 1)[-1]}` ({', '.join(m['features'][:2])})"
+                 for m in first.get("missing", [])[:2]]
+        what = ", ".join(named) if named else (first.get("reason") or "; ".join(
+            u["name"] for u in first.get("unknown", [])[:2]) or "-")
+        more = first.get("missing_count", 0) - len(named)
+        tail = f" and {more} more" if more > 0 else ""
+        label = f"zoo {_span(ps)}" if len(ps) > 1 else f"zoo {ps[0]['zoo']}"
+        parts.append(f"{label}: {verdict}" + (f", missing {what}{tail}" if named else f" ({what})"))
+    return f"unsloth {version}: " + "; ".join(parts)

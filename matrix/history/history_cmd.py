@@ -1,0 +1,48 @@
+"""``skewmatrix history``: parse the options, run, write ``history.json``, ``history.md`` and ``history.html``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from matrix.errors import EXIT_OK
+from matrix.history.history_page import heatmap, markdown
+from matrix.history.history_run import HistoryOptions, run
+from matrix.scan.cache import write_atomic
+from matrix.settings import out_dir
+
+
+def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=(
+        "Judge every unsloth x unsloth_zoo release pair of a window from source alone (no install). Default "
+        "window: releases uploaded in the last 12 months, on both sides."))
+    p.add_argument("--unsloth", default="", metavar="SPEC", help="PEP 440 specifier set of unsloth releases")
+    p.add_argument("--zoo", default="", metavar="SPEC", help="PEP 440 specifier set of unsloth_zoo releases")
+    p.add_argument("--all", dest="everything", action="store_true", help="every release, not the last 12 months")
+    p.add_argument("--workers", type=int, default=6, help="files read at once (default 6)")
+    p.add_argument("--offline", action="store_true", help="use the cached index pages")
+    p.add_argument("--no-scan", dest="scan", action="store_false",
+                   help="leave out the other checks' scan verdicts (each reads every zoo release once more)")
+    p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default reports/out)")
+    return p
+
+
+def write(doc: dict, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = [folder / "history.json", folder / "history.md", folder / "history.html"]
+    write_atomic(out[0], json.dumps(doc, indent=1))
+    write_atomic(out[1], markdown(doc))
+    write_atomic(out[2], heatmap(doc))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
+                             workers=args.workers, offline=args.offline, scan=args.scan))
+    for path in write(doc, args.output or out_dir()):
+        print(f"wrote {path}")
+    for line in doc["lines"][-5:]:
+        print(line)
+    return EXIT_OK

@@ -1,0 +1,126 @@
+"""The history's inputs: the releases of both projects in a window, and each release read once.
+
+Releases come from the index through the scan's ``ScanIndex`` (its page cache answers when the index does
+not); their upload times from the same JSON page (PEP 700 ``upload-time``). Each release's ``.py`` members and
+core metadata are read by the scan's ``Fetcher`` (whole small files, range reads of large wheels) and turned
+at once into the pair reader's analysis (a reference list or a symbol table): the extract cached per file
+sha256 holds that analysis, not the sources, under a key that changes with the reader's code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from matrix.index import Release
+from matrix.scan.cache import ScanIndex
+from matrix.scan.fetch import Fetcher
+from matrix.scan.terms import AST_LOCK, FetchError, Want
+from probes import checks
+from probes.checks.capabilities import PairTarget
+
+ANALYSIS = "__pair_analysis__.json"
+WINDOW_DAYS = 365
+
+
+def pair_target() -> tuple[str, PairTarget]:
+    """The first registered check that declares a pair reader, with its id."""
+    names = checks.with_capability("pairs")
+    if not names:
+        from matrix.errors import SkewmatrixError
+
+        raise SkewmatrixError("history: no registered check declares a pair reader (pairs.py)")
+    return checks.info(names[0]).id, checks.capability(names[0], "pairs")
+
+
+def reader_key(t: PairTarget) -> str:
+    """Identifies the reader's code: a change re-reads every release (old extracts are ignored)."""
+    spec = find_spec(t.reader)
+    assert spec is not None and spec.submodule_search_locations
+    h = hashlib.sha256()
+    for p in sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def want(package: str, analyze: Callable[[dict[str, str]], dict[str, Any]], key: str) -> Want:
+    def closure(names: list[str], read: Callable[[str], str]) -> dict[str, str]:
+        sources = {n: read(n) for n in names}
+        with AST_LOCK:  # see AST_LOCK: concurrent ast.parse corrupts CPython 3.11
+            return {ANALYSIS: json.dumps(analyze(sources))}
+
+    return Want(name=lambda n: n.startswith(package + "/") and n.endswith(".py"), metadata=True,
+                closure=closure, key=f"history-{package}-{key}")
+
+
+@dataclass(frozen=True)
+class Listed:
+    release: Release
+    uploaded: str | None  # ISO time of the file read, from the index page
+
+    @property
+    def version(self) -> str:
+        return str(self.release.version)
+
+
+def listed(index: ScanIndex, project: str) -> list[Listed]:
+    """Every release with the upload time of the file the history reads, ascending by version."""
+    page, _ = index.page(project)
+    times = {f.get("filename"): f.get("upload-time") for f in page.get("files", [])}
+    releases, _ = index.releases(project)
+    out = []
+    for r in releases:
+        f = r.pick()
+        out.append(Listed(r, times.get(f.filename) if f is not None else None))
+    return out
+
+
+def window(rows: list[Listed], spec: str, everything: bool, now: datetime | None = None) -> list[Listed]:
+    """The releases a side's specifier selects (yanked ones left out); with no specifier and no ``--all``, the
+    last :data:`WINDOW_DAYS` days by upload time."""
+    chosen = [r for r in rows if not r.release.yanked and r.release.pick() is not None]
+    if spec:
+        s = SpecifierSet(spec)
+        return [r for r in chosen if s.contains(r.release.version, prereleases=True)]
+    if everything:
+        return chosen
+    since = (now or datetime.now(timezone.utc)) - timedelta(days=WINDOW_DAYS)
+    return [r for r in chosen if r.uploaded and datetime.fromisoformat(r.uploaded.replace("Z", "+00:00")) >= since]
+
+
+def read_all(jobs: list[tuple[Listed, Want]], fetcher: Fetcher, workers: int,
+             log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """``{"analysis", "metadata", "integrity"}`` or ``{"error"}`` per job, in order; one ``[k/N]`` line per read."""
+    done = [0]
+    started = time.monotonic()
+
+    def one(job: tuple[Listed, Want]) -> dict[str, Any]:
+        row, w = job
+        f = row.release.pick()
+        assert f is not None
+        hit = fetcher.cached(f, w) is not None
+        try:
+            ex = fetcher.get(f, w)
+            out = {"analysis": json.loads(ex.members[ANALYSIS]), "metadata": ex.metadata,
+                   "integrity": ex.integrity, "sha256": f.sha256}
+        except (FetchError, KeyError, ValueError) as exc:
+            out = {"error": f"{f.filename}: {exc}", "sha256": f.sha256}
+        done[0] += 1
+        if not hit:
+            log(f"[{done[0]}/{len(jobs)}] {canonicalize_name(w.key.split('-')[1])} {row.version} read "
+                f"({time.monotonic() - started:.0f} s)")
+        return out
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, jobs))

@@ -1,0 +1,247 @@
+"""Every reference from unsloth's source to zoo, read with ``ast`` (nothing is imported).
+
+A reference is a dotted path into zoo and the kind of statement that needs it:
+
+* ``import`` -- ``import unsloth_zoo.X [as Z]``: every part must be a module;
+* ``from`` -- ``from unsloth_zoo.X import Y``: ``unsloth_zoo.X`` a module, ``Y`` bound in it or a submodule;
+* ``attr`` -- ``Z.Y`` / ``unsloth_zoo.X.Y`` on a name bound to zoo by an import above (module-level or in the
+  same function), read (not written).
+
+Each reference carries where it is (file, line, enclosing function or None at module level), which
+exceptions an enclosing ``try`` swallows (a handler that re-raises swallows nothing; an ``if hasattr(...)``
+test counts as swallowing AttributeError), and whether its module runs when ``import unsloth`` runs:
+the modules reached from ``unsloth/__init__.py`` through module-level imports that no ``try`` swallows
+(parents of an imported module run first). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.checks.pair_compat.modules import module_of, resolve_relative
+
+REFS_VERSION = 1
+ZOO = "unsloth_zoo"
+ROOT = "unsloth"
+# What each kind of failure raises, and which handler names swallow it.
+SWALLOWED_BY = {
+    "ModuleNotFoundError": {"ModuleNotFoundError", "ImportError", "Exception", "BaseException"},
+    "ImportError": {"ImportError", "Exception", "BaseException"},
+    "AttributeError": {"AttributeError", "Exception", "BaseException", "hasattr"},
+}
+
+
+def _handler_names(h: ast.ExceptHandler) -> set[str]:
+    if h.type is None:
+        return {"BaseException"}
+    nodes = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+    return {n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", "?") for n in nodes}
+
+
+def _swallows(t: ast.Try) -> frozenset[str]:
+    """The exception names a ``try``'s handlers swallow (those that do not re-raise at their top level)."""
+    out: set[str] = set()
+    for h in t.handlers:
+        if not any(isinstance(s, ast.Raise) for s in h.body):
+            out |= _handler_names(h)
+    return frozenset(out)
+
+
+def _is_hasattr_test(test: ast.expr) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("hasattr", "getattr")
+               for n in ast.walk(test))
+
+
+def _chain(node: ast.Attribute) -> tuple[str, list[str]] | None:
+    """``(base name, [attr, ...])`` of ``a.b.c``, or None when the base is not a plain name."""
+    attrs: list[str] = []
+    cur: ast.expr = node
+    while isinstance(cur, ast.Attribute):
+        attrs.append(cur.attr)
+        cur = cur.value
+    return (cur.id, attrs[::-1]) if isinstance(cur, ast.Name) else None
+
+
+@dataclass
+class _Ctx:
+    function: str | None
+    swallowed: frozenset[str]
+    aliases: dict[str, str]
+    prefix: str = ""
+    branch: str | None = None  # the module-level if test or except clause a statement runs under
+
+
+@dataclass
+class _FileReader:
+    member: str
+    module: str
+    is_package: bool
+    refs: list[dict[str, Any]] = field(default_factory=list)
+    mentions_zoo: bool = True
+    edges: list[tuple[str, frozenset[str], bool]] = field(default_factory=list)  # (module, swallowed, on a branch)
+
+    def read(self, tree: ast.Module, mentions_zoo: bool = True) -> None:
+        self.mentions_zoo = mentions_zoo  # a file that never spells zoo's name has only import edges to read
+        aliases: dict[str, str] = {}
+        for stmt in tree.body:  # module-level bindings first: functions defined above them use them too
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                    break
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    aliases.update(self._bindings(node))
+        self._body(tree.body, _Ctx(None, frozenset(), aliases))
+
+    def _bindings(self, node: ast.Import | ast.ImportFrom) -> dict[str, str]:
+        out = {}
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == ZOO:
+                    out[a.asname or ZOO] = a.name if a.asname else ZOO
+            return out
+        source = resolve_relative(self.module, self.is_package, node.module, node.level)
+        if source is not None and source.split(".")[0] == ZOO:
+            for a in node.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = f"{source}.{a.name}"
+        return out
+
+    def _add(self, path: str, kind: str, line: int, ctx: _Ctx, modules: int) -> None:
+        self.refs.append({"path": path, "kind": kind, "modules": modules, "file": self.member, "line": line,
+                          "function": ctx.function, "swallowed": sorted(ctx.swallowed), "branch": ctx.branch})
+
+    def _body(self, body: list[ast.stmt], ctx: _Ctx) -> None:
+        for stmt in body:
+            self._stmt(stmt, ctx)
+
+    def _stmt(self, stmt: ast.stmt, ctx: _Ctx) -> None:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            for d in (*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults):
+                if d is not None:
+                    self._expr(d, ctx)
+            # the body runs when called, not under the try or if around the definition
+            inner = _Ctx(ctx.prefix + stmt.name, frozenset(), dict(ctx.aliases), ctx.prefix + stmt.name + ".")
+            self._body(stmt.body, inner)
+        elif isinstance(stmt, ast.ClassDef):
+            for d in (*stmt.decorator_list, *stmt.bases):
+                self._expr(d, ctx)
+            self._body(stmt.body, _Ctx(ctx.function, ctx.swallowed, ctx.aliases, ctx.prefix + stmt.name + ".",
+                                       ctx.branch))
+        elif isinstance(stmt, ast.Try | getattr(ast, "TryStar", ast.Try)):
+            self._body(stmt.body, _Ctx(ctx.function, ctx.swallowed | _swallows(stmt), ctx.aliases, ctx.prefix,
+                                       ctx.branch))
+            for h in stmt.handlers:
+                clause = "except " + (ast.unparse(h.type) if h.type is not None else "")
+                self._body(h.body, ctx if ctx.function else _Ctx(None, ctx.swallowed, ctx.aliases, ctx.prefix,
+                                                                 ctx.branch or clause))
+            self._body(stmt.orelse, ctx)
+            self._body(stmt.finalbody, ctx)
+        elif isinstance(stmt, ast.If):
+            self._expr(stmt.test, ctx)
+            guarded = ctx.swallowed | {"hasattr"} if _is_hasattr_test(stmt.test) else ctx.swallowed
+            test = None if ctx.function else ctx.branch or f"if {ast.unparse(stmt.test)[:80]}"
+            self._body(stmt.body, _Ctx(ctx.function, guarded, ctx.aliases, ctx.prefix, test))
+            # the else arm is the default path (unsloth spells a platform `if <platform>: ... else: <GPU path>`)
+            self._body(stmt.orelse, ctx)
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            self._import(stmt, ctx)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.stmt):
+                    self._stmt(child, ctx)
+                elif isinstance(child, ast.expr):
+                    self._expr(child, ctx)
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom, ctx: _Ctx) -> None:
+        if ctx.function is not None:
+            ctx.aliases.update(self._bindings(stmt))
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if a.name.split(".")[0] == ZOO:
+                    self._add(a.name, "import", a.lineno, ctx, a.name.count(".") + 1)
+                elif a.name.split(".")[0] == ROOT and ctx.function is None:
+                    self.edges.append((a.name, ctx.swallowed, ctx.branch is not None))
+            return
+        source = resolve_relative(self.module, self.is_package, stmt.module, stmt.level)
+        if source is None:
+            return
+        top = source.split(".")[0]
+        for a in stmt.names:
+            if top == ZOO:
+                path = source if a.name == "*" else f"{source}.{a.name}"
+                self._add(path, "import" if a.name == "*" else "from", a.lineno, ctx, source.count(".") + 1)
+            elif top == ROOT and ctx.function is None:
+                self.edges.append((source, ctx.swallowed, ctx.branch is not None))
+                if a.name != "*":  # kept only if it is a module
+                    self.edges.append((f"{source}.{a.name}", ctx.swallowed, ctx.branch is not None))
+
+    def _expr(self, expr: ast.expr, ctx: _Ctx) -> None:
+        if not self.mentions_zoo:
+            return
+        inner: set[int] = set()
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Lambda):
+                continue
+            if not isinstance(node, ast.Attribute) or id(node) in inner:
+                continue
+            cur: ast.expr = node.value
+            while isinstance(cur, ast.Attribute):
+                inner.add(id(cur))
+                cur = cur.value
+            got = _chain(node)
+            if got is None or got[0] not in ctx.aliases:
+                continue
+            base, attrs = got
+            if not isinstance(node.ctx, ast.Load):
+                attrs = attrs[:-1]  # writing Z.Y needs Z, not Y
+            if attrs:
+                self._add(".".join([ctx.aliases[base], *attrs]), "attr", node.lineno, ctx, 1)
+
+
+def _closure(edges: dict[str, list[tuple[str, frozenset[str], bool]]], modules: set[str],
+             branches: bool) -> list[str]:
+    """The unsloth modules ``import unsloth`` runs: reached through module-level imports no try swallows
+    (with ``branches`` False, only through imports on no if/except branch)."""
+    seen: set[str] = set()
+    todo = [ROOT]
+    while todo:
+        m = todo.pop()
+        if m in seen or m not in modules:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += [target for target, swallowed, branch in edges.get(m, [])
+                 if not swallowed & SWALLOWED_BY["ImportError"] and (branches or not branch)]
+    return sorted(seen)
+
+
+def reference_list(members: dict[str, str], package: str = ROOT) -> dict[str, Any]:
+    """All zoo references in the release, with ``import_time`` set on each (JSON-able)."""
+    refs: list[dict[str, Any]] = []
+    edges: dict[str, list[tuple[str, frozenset[str], bool]]] = {}
+    unparsed: list[str] = []
+    file_of: dict[str, str] = {}
+    for member in sorted(members):
+        found = module_of(member, package)
+        if found is None:
+            continue
+        reader = _FileReader(member, *found)
+        file_of[found[0]] = member
+        try:
+            tree = ast.parse(members[member])
+        except (SyntaxError, ValueError) as exc:
+            unparsed.append(f"{member}: {getattr(exc, 'msg', exc)}")
+            continue
+        reader.read(tree, ZOO in members[member])
+        refs += reader.refs
+        edges[found[0]] = reader.edges
+    import_files = {file_of[m] for m in _closure(edges, set(file_of), True)}
+    always = {file_of[m] for m in _closure(edges, set(file_of), False)}
+    for r in refs:
+        r["import_time"] = r["file"] in import_files and r["function"] is None
+        if r["import_time"] and r["branch"] is None and r["file"] not in always:
+            r["branch"] = "a module imported only on an if/except branch"
+    return {"version": REFS_VERSION, "refs": refs, "import_time_files": sorted(import_files),
+            "branch_only_files": sorted(import_files - always), "unparsed": unparsed}

@@ -1,0 +1,48 @@
+"""From this check's evidence in a cell to its states. Stdlib only (``reports/`` imports it).
+
+The static reading says whether an import-time reference is missing (``vulnerable``) or not (``fixed``;
+``degraded`` pairs are fixed here, their broken features are in the evidence). The runtime step says what
+``import unsloth`` did: ``ok`` (fixed), ``skew`` (vulnerable), or ``environment`` -- then the runtime side is
+``n/a`` with its reason and the static verdict stands. A pair whose import succeeds is never vulnerable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.checks.vocabulary import GuardState, Verdict, ZooState, step, step_reason
+
+
+def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
+    st = check.get("static") or {}
+    static = st.get("verdict", "unknown")
+    s = step(check, "runtime")
+    result = (s or {}).get("result") or {}
+    cls = result.get("class") if s and s.get("status") == "ok" else None
+    na = f"n/a: {result.get('reason') or step_reason(s, 'runtime')}"
+    runtime = {"ok": "fixed", "skew": "vulnerable"}.get(cls or "", na)
+    why = st.get("reason", "")
+
+    def out(zoo: ZooState, zoo_reason: str, guard: GuardState, reason: str) -> Verdict:
+        return Verdict(zoo, zoo_reason, static, runtime, guard, reason)
+
+    if static == "absent":
+        return out(ZooState.ABSENT, why, GuardState.ERROR, f"cannot read the pair: {why}")
+    if cls == "ok":
+        if static == "vulnerable":
+            return out(ZooState.INCONSISTENT, f"static: {why}; but import unsloth succeeded", GuardState.ERROR,
+                       "the static reading says incompatible, yet import unsloth succeeded (investigate)")
+        return out(ZooState.FIXED, f"import unsloth succeeded; static: {why}", GuardState.NOT_NEEDED,
+                   f"the pair imports; {why}")
+    if cls == "skew":
+        if static == "fixed":
+            return out(ZooState.INCONSISTENT, f"static: {why}; runtime: {result['reason']}", GuardState.BROKEN,
+                       f"import unsloth failed on a zoo name the static reading resolved: {result['reason']}")
+        return out(ZooState.VULNERABLE, f"import unsloth failed: {result['reason']}", GuardState.MISSING,
+                   f"import unsloth fails on a zoo name: {result['reason']}")
+    # environment (or the step did not run): the static verdict stands
+    if static == "vulnerable":
+        return out(ZooState.VULNERABLE, f"static: {why}", GuardState.MISSING, f"static: {why}; runtime {runtime}")
+    if static == "fixed":
+        return out(ZooState.FIXED, f"static: {why}", GuardState.NOT_NEEDED, f"static: {why}; runtime {runtime}")
+    return out(ZooState.UNKNOWN, f"static: {why}", GuardState.ERROR, f"cannot decide: static {why}; runtime {runtime}")

@@ -1,0 +1,49 @@
+"""pair-compat's runtime classification and its verdict in a cell, on exception chains and check sections
+written here."""
+
+from __future__ import annotations
+
+from probes.checks.pair_compat.phases import classify_chain
+from probes.checks.pair_compat.verdict import classify
+
+
+def err(type_: str, message: str, link: str = "raised") -> dict:
+    return {"type": type_, "message": message, "link": link, "name": None, "where": []}
+
+
+def test_a_zoo_name_anywhere_in_the_chain_is_skew_even_under_a_wrapper() -> None:
+    chain = [err("ImportError", "Unsloth: Please install unsloth_zoo via `pip install unsloth_zoo`"),
+             err("ImportError", "cannot import name '_unsloth_get_batch_samples' from 'unsloth_zoo.loss_utils'",
+                 "__context__")]
+    assert classify_chain(chain)[0] == "skew"
+    assert classify_chain([err("AttributeError", "module 'unsloth_zoo.utils' has no attribute 'x'")])[0] == "skew"
+
+
+def test_no_accelerator_and_anything_else_is_environment() -> None:
+    cls, why = classify_chain([err("RuntimeError", "Found no NVIDIA driver on your system")])
+    assert cls == "environment" and why.startswith("no accelerator")
+    cls, why = classify_chain([err("ValueError", "bad config")])
+    assert (cls, why) == ("environment", "ValueError: bad config")
+    # a zoo name in an error that is not an import or attribute error is not skew
+    assert classify_chain([err("RuntimeError", "unsloth_zoo failed to patch")])[0] == "environment"
+
+
+def section(static: str, cls: str | None) -> dict:
+    result = {"class": cls, "reason": f"{cls} why"}
+    steps = [] if cls is None else [{"name": "runtime", "status": "ok", "result": result}]
+    return {"static": {"verdict": static, "reason": "r"}, "steps": steps}
+
+
+def test_a_pair_that_imports_is_never_vulnerable() -> None:
+    v = classify(section("vulnerable", "ok"), {})
+    assert v.zoo.value == "inconsistent" and v.guard.value == "error"
+    assert classify(section("fixed", "ok"), {}).guard.value == "not-needed"
+
+
+def test_an_environment_failure_leaves_the_static_verdict_standing() -> None:
+    v = classify(section("vulnerable", "environment"), {})
+    assert (v.zoo.value, v.guard.value) == ("vulnerable", "missing")
+    assert v.runtime.startswith("n/a: environment why")
+    assert classify(section("fixed", "environment"), {}).guard.value == "not-needed"
+    assert classify(section("fixed", "skew"), {}).guard.value == "broken"
+    assert classify(section("vulnerable", "skew"), {}).guard.value == "missing"
