@@ -101,13 +101,16 @@ over many argument combinations would each recompile; the compiled path is
 the behaviour suite's extra probe.
 
 Example count: ``DEFAULT_EXAMPLES`` per cell, raised with
-``SKEWMATRIX_DIFF_EXAMPLES``; the seed is ``DEFAULT_SEED`` unless
+``SKEWMATRIX_DIFF_EXAMPLES``, plus one sentinel example after every twelfth
+from the second (52 by default); the seed is ``DEFAULT_SEED`` unless
 ``SKEWMATRIX_DIFF_SEED`` says otherwise. Both are recorded in the result. The
 default was measured on a 2-core host, with zoo 2026.9.3 and torch 2.12.1. In
-the raw process, 48 examples and their lattices come to about 790 kernel
-calls and 1.5-3 s of CPU, depending on load. The unsloth process uses about
-0.15 s of CPU when nothing fails and about 1 s when a guard fails (shrinking).
-The raw process hands on about 150 KB.
+the raw process, the examples, their lattices and the fixed zoo's answers in
+the empty region come to about 860 answers and 3-4 s of CPU on a loaded host
+(2-3 s before the fixed zoo's answers and the sentinels). The unsloth process
+uses about 0.2-0.3 s of CPU when nothing fails and about 1 s when a guard
+fails (shrinking). The raw process hands on its compact answers (about 150
+KB before the fixed zoo's answers were added).
 """
 
 from __future__ import annotations

@@ -129,6 +129,6 @@ def raw_step(ctx: Any) -> dict[str, Any]:
     }
     region = sum(in_region(answers[specs.key(s)]) for s in examples)
     raised = sum("e" in answers[specs.key(s)] for s in examples)
-    return {"seed": the_seed, "examples": count, "answers": len(answers), "region_examples": region,
+    return {"seed": the_seed, "examples": len(examples), "answers": len(answers), "region_examples": region,
             "zoo_raised": raised, "lattice_truncated": truncated, "signature": k.signature,
             "seconds_in_kernel": seconds, "cpu_seconds": cpu_seconds, "compile": COMPILE}
