@@ -29,8 +29,8 @@ guarded loss stays non-finite. Only the contract fails a guard: where zoo
 raises on a fully masked batch with a zero count for a reason outside it,
 the defined empty answer passes ``d4`` too, and its reason names the input
 and why (``properties.ARTEFACTS``). Two such reasons: ``host``, zoo asked an
-accelerator the host lacks; ``count-shape``, the count is a zero in a
-one-element tensor that is not 0-d (``tensor([0.])``), which zoo rejects on
+accelerator the host lacks; ``count-shape``, the count is a tensor of zeros
+that is not 0-d (``tensor([0.])``, or an empty one), which zoo rejects on
 every batch, empty or not, before and after its fix, and no trainer sends.
 Exceptions on the labels or the mask (a label out of range, a mask of
 another shape) are the contract.

@@ -266,17 +266,18 @@ DEVICE_WORDS = ("cuda", "nvidia", "driver", "mem_get_info", "no gpu", "accelerat
 def artefact(call: Call, error: str) -> str | None:
     """Why zoo's exception on a fully masked batch with a zero count is not part of the contract, or None.
 
-    ``host``: zoo asked an accelerator the host does not have. ``count-shape``: the count is a zero in a
-    one-element tensor that is not 0-d (``tensor([0.])``). zoo raises for that shape on every batch, empty
-    or not, before and after its fix, so its exception is a rejection of the count's shape rather than an
-    answer about the batch. No trainer sends it: transformers hands the kernel a 0-d tensor or None. A
-    guard may raise as zoo does there, or give the defined empty answer.
+    ``host``: zoo asked an accelerator the host does not have. ``count-shape``: the count is a tensor of
+    zeros that is not 0-d (``tensor([0.])``, or no element at all). zoo raises for such a count on every
+    batch, empty or not, before and after its fix, so its exception is a rejection of the count's shape
+    rather than an answer about the batch. No trainer sends it: transformers hands the kernel a 0-d tensor
+    or None. A guard may raise as zoo does there, or give the defined empty answer.
     """
-    if not (call.empty and call.zero_count):
+    if not call.empty:
         return None
-    if call.hidden.device.type == "cpu" and any(w in error.lower() for w in DEVICE_WORDS):
+    n = call.n_items
+    if call.zero_count and call.hidden.device.type == "cpu" and any(w in error.lower() for w in DEVICE_WORDS):
         return "host"
-    if torch.is_tensor(call.n_items) and call.n_items.dim() > 0:
+    if torch.is_tensor(n) and n.dim() > 0 and n.numel() <= 1 and bool((n == 0).all()):
         return "count-shape"
     return None
 
