@@ -141,6 +141,8 @@ def test_a_wrong_guard_fails_its_property_with_a_minimal_input(cells: dict[str, 
     assert words in t["reason"], t["reason"]
     if prop not in ("d7-no-side-effects-env", "d8-no-side-effects-globals"):
         assert "bsz=" in t["reason"] and "seed=" in t["reason"], t["reason"]  # the minimal input, in one line
+    verdict = cells[f"{build_name(name)}__{ZOO}"]["verdict"]
+    assert verdict["guard"] == "broken" and prop in verdict["guard_reason"], verdict
 
 
 @pytest.mark.parametrize("name", CORRECT)
