@@ -2,9 +2,13 @@
 
 Each wrong guard in tests/mutants/diff_*.diff is the shipped guard plus one plausible mistake aimed at one
 property of the ``differential`` step (tests/mutants/README.md); its cell must show that property failing
-with a minimal input in the reason. The shipped guard and an independently written second guard
-(``correct_second_guard.diff``) must pass every property, and the unguarded build must pass every
-property but the defined empty answer (zoo gives NaN there: the suite checking itself).
+with a minimal input in the reason. The shipped guard, an independently written second guard
+(``correct_second_guard.diff``) and one that hands the empty batch to zoo with a count of 1, as zoo's own
+fix does (``correct_delegate_count_one.diff``), must pass every property, each by the empty region's
+reference it gives (the defined zero, or the fixed zoo's answer); and the unguarded build must pass every
+property but the defined empty answer (zoo gives NaN there: the suite checking itself). A third party's
+guard without the protocol hooks (tests/backports/hookless-guard) answers 0 where zoo raises only for a
+count shape no trainer sends: it is judged right on the vulnerable zoo and stays out on the fixed one.
 """
 
 from __future__ import annotations
@@ -41,13 +45,15 @@ WRONG = {
     "diff_env_at_install": ("d7-no-side-effects-env", "UNSLOTH_FUSED_CE_COMPILE_DISABLE"),
     "diff_compile_flag": ("d8-no-side-effects-globals", "_FUSED_CE_COMPILE_SUPPORTED"),
     "diff_labels_in_place": ("d9-caller-tensors-unchanged", "caller's labels"),
-    "diff_delegate_count_one": ("d5-defined-empty-answer", "nonfinite=nan_masked"),
+    "diff_sentinel_always_ignored": ("d4-same-exception", "labels=sentinel_-100"),
 }
-CORRECT = ("shipped", "correct_second_guard")
+CORRECT = ("shipped", "correct_second_guard", "correct_delegate_count_one")
+HOOKLESS = ROOT / "tests" / "backports" / "hookless-guard"
+FIXED = "z-fixed"
 
 
 def build_name(name: str) -> str:
-    return "g-" + name.removeprefix("diff_").replace("_", "-")
+    return "g-" + name.removeprefix("diff_").removeprefix("correct_").replace("_", "-")
 
 
 def guard_backport(base: Path, name: str) -> None:
@@ -78,8 +84,23 @@ name = "{ZOO}"
 package = "unsloth_zoo"
 source = "pypi"
 version = "2026.9.3"
+
+[[build]]
+name = "{FIXED}"
+package = "unsloth_zoo"
+source = "pypi"
+version = "2026.10.9"
+
+[[build]]
+name = "g-hookless"
+package = "unsloth"
+source = "backport"
+base = "u"
+backport = "backports/hookless-guard"
 """
-    include = [f'{{ unsloth = "u", zoo = "{ZOO}" }}']
+    shutil.copytree(HOOKLESS, base / "backports" / "hookless-guard")
+    include = [f'{{ unsloth = "u", zoo = "{ZOO}" }}', f'{{ unsloth = "g-hookless", zoo = "{ZOO}" }}',
+               f'{{ unsloth = "g-hookless", zoo = "{FIXED}" }}']
     for name in (*WRONG, *CORRECT):
         guard_backport(base, name)
         text += (f'\n[[build]]\nname = "{build_name(name)}"\npackage = "unsloth"\nsource = "backport"\n'
@@ -95,11 +116,13 @@ version = "2026.9.3"
     for path in (out / "cells").glob("*/cell.json"):
         cell = json.loads(path.read_text())
         found[cell["cell_id"]] = cell
+    for c in json.loads((out / "report.json").read_text())["cells"]:
+        found[c["cell_id"]]["verdict"] = c["verdicts"][FUSED]
     return found
 
 
-def differential(cells: dict[str, dict[str, Any]], unsloth: str) -> dict[str, dict[str, Any]]:
-    cell = cells[f"{unsloth}__{ZOO}"]
+def differential(cells: dict[str, dict[str, Any]], unsloth: str, zoo: str = ZOO) -> dict[str, dict[str, Any]]:
+    cell = cells[f"{unsloth}__{zoo}"]
     assert cell.get("error") is None, cell.get("error")
     step = next(s for s in cell["checks"][FUSED]["steps"] if s["name"] == "differential")
     assert step["status"] == "ok", step
@@ -118,6 +141,8 @@ def test_a_wrong_guard_fails_its_property_with_a_minimal_input(cells: dict[str, 
     assert words in t["reason"], t["reason"]
     if prop not in ("d7-no-side-effects-env", "d8-no-side-effects-globals"):
         assert "bsz=" in t["reason"] and "seed=" in t["reason"], t["reason"]  # the minimal input, in one line
+    verdict = cells[f"{build_name(name)}__{ZOO}"]["verdict"]
+    assert verdict["guard"] == "broken" and prop in verdict["guard_reason"], verdict
 
 
 @pytest.mark.parametrize("name", CORRECT)
@@ -125,6 +150,45 @@ def test_a_correct_guard_passes_every_property(cells: dict[str, dict[str, Any]],
     tests = differential(cells, build_name(name))
     assert list(tests) == list(PROPERTIES)
     assert {k: t["reason"] for k, t in tests.items() if t["outcome"] != "pass"} == {}
+
+
+# guard -> the empty region's references its answers matched (d5's reason says which), and which it never does
+REFERENCES = {
+    # answers 0 with zero gradients itself: where a NaN in a masked row reaches a fixed zoo's gradients, only
+    # the defined zero
+    "shipped": ("the defined zero", "the fixed zoo's answer"),
+    # zoo itself computes the answer on zero inputs: the defined zero too
+    "correct_second_guard": ("the defined zero", "the fixed zoo's answer"),
+    # zoo with a count of 1 on the caller's inputs is what the fixed zoo computes: its NaN gradient included
+    "correct_delegate_count_one": ("the fixed zoo's answer", "the defined zero "),
+}
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_the_empty_region_says_which_reference_a_correct_guard_gave(cells: dict[str, dict[str, Any]],
+                                                                    name: str) -> None:
+    t = differential(cells, build_name(name))["d5-defined-empty-answer"]
+    given, never = REFERENCES[name]
+    assert t["outcome"] == "pass" and "the guarded answer in the empty region matched" in t["reason"], t
+    assert given in t["reason"] and never not in t["reason"], t["reason"]
+    refs = t["details"]["references"]
+    assert sum(refs.values()) == t["details"]["examples"], refs
+
+
+def test_a_hookless_third_party_guard_is_judged_right(cells: dict[str, dict[str, Any]]) -> None:
+    # It answers 0 with zero gradients for tensor([0.]) on an all-masked batch, where zoo 2026.9.3 raises (it
+    # rejects that count's shape on every batch): outside the contract, so same-exception passes and says why.
+    tests = differential(cells, "g-hookless")
+    assert {k: t["reason"] for k, t in tests.items() if t["outcome"] != "pass"} == {}
+    d4 = tests["d4-same-exception"]
+    assert d4["details"]["excused_why"] == ["count-shape"], d4
+    assert "n_items=tensor([0.])" in d4["reason"] and "no trainer sends it" in d4["reason"], d4["reason"]
+    vuln, fixed = cells[f"g-hookless__{ZOO}"]["verdict"], cells[f"g-hookless__{FIXED}"]["verdict"]
+    assert vuln["guard"] == "activates", vuln["guard_reason"]
+    # on the fixed zoo it probes, finds no NaN and leaves zoo's forward alone (no protocol module to find)
+    assert fixed["guard"] == "not-needed", fixed["guard_reason"]
+    guard = next(s for s in cells[f"g-hookless__{FIXED}"]["checks"][FUSED]["steps"] if s["name"] == "guard")
+    assert guard["result"]["forward"]["original"] is True
 
 
 def test_zoo_itself_passes_everything_but_the_empty_answer(cells: dict[str, dict[str, Any]]) -> None:
@@ -138,9 +202,8 @@ def test_a_guard_that_hands_zoo_a_safe_count_is_not_failed_for_zoos_own_accelera
         cells: dict[str, dict[str, Any]]) -> None:
     # The delegating guard lets zoo read its default target_gb=None on test 10's defaults route, which asks the
     # accelerator for free memory: on this CPU host zoo raises there, with the guard's count of 1 in its frame.
-    # That is zoo's own query, not the guard's fault (issue 20: a correct guard came out broken on CPU for it);
-    # the guard's real fault is the differential property above.
-    cell = cells[f"{build_name('diff_delegate_count_one')}__{ZOO}"]
+    # That is zoo's own query, not the guard's fault (issue 20: a correct guard came out broken on CPU for it).
+    cell = cells[f"{build_name('correct_delegate_count_one')}__{ZOO}"]
     behavior = next(s for s in cell["checks"][FUSED]["steps"] if s["name"] == "behavior")["result"]
     t10 = next(t for t in behavior["tests"] if t["id"].startswith("10"))
     assert t10["outcome"] == "pass", t10

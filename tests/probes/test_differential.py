@@ -28,7 +28,12 @@ def gen(n: int = 48, seed: int = D.DEFAULT_SEED, cg: bool = False) -> list[dict[
 def test_generation_is_seeded_and_deterministic() -> None:
     assert gen() == gen()
     assert gen(seed=1) != gen()
-    assert len(gen(7)) == 7
+    assert len(gen(7)) == 8 and len(gen(48)) == 52  # one sentinel example after every twelfth from the second
+
+
+def drawn(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The examples of the main generator (the sentinel examples left out)."""
+    return [e for e in examples if e["labels"] not in S.SENTINELS]
 
 
 def test_every_value_of_every_field_is_generated_somewhere() -> None:
@@ -40,7 +45,7 @@ def test_every_value_of_every_field_is_generated_somewhere() -> None:
 
 
 def test_roles_guarantee_empty_non_finite_and_rejected_inputs() -> None:
-    for i, e in enumerate(gen(60)):
+    for i, e in enumerate(drawn(gen(60))):
         if i % 6 in (0, 3):
             assert e["labels"] in ("all_masked", "first_only")
             assert e["n_items"] in ("none", *S.ZERO_FORMS)
@@ -189,3 +194,65 @@ def test_per_call_side_effects() -> None:
     assert "end differently" in verdict("d9-caller-tensors-unchanged", zoo_pops, OK)[1]
     region = {**EMPTY_NAN, "c": {"extra_kwargs": "aa"}}  # the guard need not pop n_chunks where it answers
     assert verdict("d9-caller-tensors-unchanged", region, ZERO)[1] is None
+
+
+# ---------------------------------------------------------------- sentinels, the fixed zoo's reference, artefacts
+
+
+def test_sentinel_labels_come_with_another_ignore_index_and_a_zero_count() -> None:
+    examples = gen(48)
+    roles = [e for i, e in enumerate(examples) if i % 13 == 2]  # after the 2nd, 14th, 26th, 38th
+    assert [e["labels"] for e in roles] == list(S.SENTINELS)  # each sentinel in turn
+    for e in roles:
+        assert S.SENTINELS[e["labels"]] != e["ignore_index"] and e["nonfinite"] == "none"
+        assert e["count"] == "zero" or e["n_items"] == "none"  # None is spelled with count "true"
+        assert e["n_items"] in ("none", "int", "t0") and not any(e[f] == v for f, v in S.RARE)
+    assert drawn(examples) == [e for i, e in enumerate(examples) if i % 13 != 2]
+    assert [S.out_of_range(e) for e in roles] == [True, True, False, False]  # -100 and -1: no class
+
+
+def test_a_sentinel_equal_to_the_ignore_index_is_an_all_masked_batch() -> None:
+    norm = {"has_compute_gradients": False, "cuda": False}
+    assert S.normalize({"labels": "sentinel_-100"}, **norm)["labels"] == "all_masked"
+    assert S.normalize({"labels": "sentinel_0", "ignore_index": 0}, **norm)["labels"] == "all_masked"
+    assert S.normalize({"labels": "sentinel_-100", "ignore_index": 3}, **norm)["labels"] == "sentinel_-100"
+    assert S.normalize({"labels": "sentinel_pad", "ignore_index": -100}, **norm)["labels"] == "sentinel_pad"
+
+
+FIXED_NAN = {"m": META, "l": (0.0).hex(), "f": 1, "z": 1, "g": {"hidden": "9999|0|0"}}  # NaN reached the grads
+REGION = {**EMPTY_NAN, "fx": FIXED_NAN}
+
+
+def test_the_empty_region_accepts_the_fixed_zoos_answer_as_well_as_the_defined_zero() -> None:
+    assert verdict("d5-defined-empty-answer", REGION, dict(FIXED_NAN)) == (True, None)
+    assert verdict("d5-defined-empty-answer", REGION, ZERO) == (True, None)
+    assert properties.empty_reference(REGION, dict(FIXED_NAN), None) == "fixed-zoo"
+    assert properties.empty_reference(REGION, ZERO, None) == "defined-zero"
+    assert properties.empty_reference({**EMPTY_NAN, "fx": ZERO}, ZERO, None) == "both"
+    # without the fixed zoo's answer (an oracle of old), the NaN gradient is judged against the zero alone
+    assert "grad of hidden non-finite" in verdict("d5-defined-empty-answer", EMPTY_NAN, dict(FIXED_NAN))[1]
+    # neither: a NaN loss, or another gradient than the fixed zoo's
+    why = verdict("d5-defined-empty-answer", REGION, dict(NAN))[1]
+    assert "(expected 0)" in why and "nor is it the fixed zoo's answer (loss nan" in why
+    other = {**FIXED_NAN, "g": {"hidden": "7777|0|0"}}
+    assert "nor is it the fixed zoo's answer (grad of hidden non-finite 7777" in verdict(
+        "d5-defined-empty-answer", REGION, other)[1]
+    assert properties.empty_reference(REGION, other, None) is None
+    # the fixed zoo's meta is a reference too (it is zoo's own float32 0-d loss)
+    assert verdict("d3-same-meta", REGION, dict(FIXED_NAN))[1] is None
+
+
+def test_zoos_exception_outside_the_contract_excuses_the_defined_empty_answer_only() -> None:
+    shape = {**RAISES, "ez": 1, "ca": "count-shape"}
+    assert verdict("d4-same-exception", shape, ZERO) == (True, None)
+    assert verdict("d4-same-exception", {**shape, "ca": "host"}, ZERO) == (True, None)
+    assert verdict("d4-same-exception", shape, {"e": "IndexError: alike"}) == (True, None)
+    # another answer than the defined zero is still judged: zoo raised, the guard gave NaN or a loss
+    assert "zoo raises IndexError" in verdict("d4-same-exception", shape, dict(NAN))[1]
+    assert "zoo raises IndexError" in verdict("d4-same-exception", shape, {**ZERO, "g": {"hidden": "x|1|0"}})[1]
+    # a contract exception (labels out of range, a mask of the wrong shape) is never excused
+    assert "zoo raises IndexError" in verdict("d4-same-exception", {**RAISES, "ez": 1}, ZERO)[1]
+    # overwrite=True: the defined answer leaves the zero gradient in hidden_states, zoo raised before writing
+    zeroed = {**ZERO, "c": {"hidden": "000|1|1"}}
+    assert verdict("d9-caller-tensors-unchanged", shape, zeroed)[1] is None
+    assert "caller's hidden" in verdict("d9-caller-tensors-unchanged", {**RAISES, "ez": 1}, zeroed)[1]

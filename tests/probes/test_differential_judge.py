@@ -180,7 +180,7 @@ def test_judging_imports_no_torch() -> None:
 
 # ---------------------------------------------------------------- the guard diffs
 
-GUARD_DIFFS = [*sorted(p.name for p in MUTANTS.glob("diff_*.diff")), "correct_second_guard.diff"]
+GUARD_DIFFS = sorted(p.name for pattern in ("diff_*.diff", "correct_*.diff") for p in MUTANTS.glob(pattern))
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git applies backport patches")
@@ -194,7 +194,41 @@ def test_each_guard_diff_applies_to_the_shipped_guard(tmp_path: Path, name: str)
     assert proc.returncode == 0, proc.stderr
     tree = ast.parse(target.read_text(encoding="utf-8"))
     doc = ast.get_docstring(tree) or ""
-    marker = "CORRECT second_guard" if name.startswith("correct") else f"MUTANT {name[5:-5]}:"
+    marker = f"CORRECT {name[8:-5]}" if name.startswith("correct") else f"MUTANT {name[5:-5]}:"
     assert doc.startswith(marker), doc[:80]
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert {"install", "uninstall", "is_installed", "zoo_needs_guard", "install_at_import"} <= defined
+
+
+def test_the_empty_regions_reason_says_which_reference_the_guard_gave() -> None:
+    # a fixed zoo's answer on the empty batches: 0, with a gradient (a NaN in a masked row) unlike the zero
+    fixed = {"m": META, "l": (0.0).hex(), "f": 1, "z": 1, "g": {"hidden": "fx|0|0"}}
+    raw = raw_for(EXAMPLES)
+    raw["answers"] = {k: ({**a, "fx": fixed} if a.get("ez") else a) for k, a in raw["answers"].items()}
+
+    def delegating(spec: dict[str, Any]) -> dict[str, Any]:
+        return dict(fixed) if zoo(spec).get("ez") else zoo(spec)
+
+    t = judge.Judge(raw, fake(delegating)).property("d5-defined-empty-answer")
+    assert t["outcome"] == "pass", t["reason"]
+    assert t["reason"] == "ok (2 examples; the guarded answer in the empty region matched the fixed zoo's answer 2)"
+    assert t["details"]["references"] == {"fixed-zoo": 2}
+    zero = {"m": META, "l": (0.0).hex(), "f": 1, "z": 1, "g": {"hidden": "zero|1|1"}}
+    t = judge.Judge(raw, fake(lambda s: dict(zero) if zoo(s).get("ez") else zoo(s))).property(
+        "d5-defined-empty-answer")
+    assert t["reason"] == "ok (2 examples; the guarded answer in the empty region matched the defined zero 2)"
+
+
+def test_an_excused_exception_is_named_with_why_in_the_passing_reason() -> None:
+    shape_zero = {**S.DEFAULTS, "labels": "all_masked", "n_items": "t1", "count": "zero"}
+    raw = raw_for([shape_zero])
+    raw["answers"][S.key(shape_zero)] = {"ez": 1, "e": "RuntimeError: expected a scalar", "ca": "count-shape"}
+    zero = {"m": META, "l": (0.0).hex(), "f": 1, "z": 1, "g": {"hidden": "zero|1|1"}}
+    t = judge.Judge(raw, fake(lambda s: dict(zero) if s["n_items"] == "t1" else zoo(s))).property(
+        "d4-same-exception")
+    assert t["outcome"] == "pass" and t["details"]["excused_why"] == ["count-shape"], t
+    assert "1 where zoo raised on a fully masked batch with a zero count for a reason outside the contract" in t[
+        "reason"]
+    # the input, in one line (the count in the spec's words here: this process has no torch)
+    assert "no trainer sends it" in t["reason"] and "labels=all_masked n_items=t1/zero" in t["reason"]
+    assert "zoo raises RuntimeError: expected a scalar" in t["reason"]

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import kernel
-from .spec import SHAPES, ZERO_FORMS
+from .spec import SENTINELS, SHAPES, ZERO_FORMS
 
 LEAVES = ("hidden", "weight", "bias")
 
@@ -140,6 +140,11 @@ def materialize(spec: dict[str, Any], device: str = "cpu") -> Call:
         labels[:, :-1] = fill
     elif pattern == "mixed_rows":
         labels[0] = fill
+    elif pattern in SENTINELS:  # every label is ignore_index or a common sentinel that is not it
+        sentinel = SENTINELS[pattern] if SENTINELS[pattern] is not None else vocab - 1
+        labels[~keep] = fill
+        labels[keep] = sentinel
+        labels[0, -1] = sentinel  # survives the shift
     mask = _mask(spec["mask"], rand)
     eff = effective_labels(labels, mask, spec["shift"], fill)
     count_true = int((eff != fill).sum())
@@ -206,6 +211,19 @@ def invoke(call: Call, torch_compile: bool, public: Any) -> Any:
     return m.apply_autograd_function(getattr(m, kernel.FUNCTION_NAME), mapping)
 
 
+def fixed(call: Call) -> Call:
+    """The same call with the count zoo's fix divides by on a fully masked batch.
+
+    zoo 2026.10.9 turns a zero divisor into 1 (``torch.where(divisor == 0, 1, divisor)``) after making it
+    a 0-d float32 tensor on the head's device; every other step of its forward is as before. So on this
+    cell's zoo, the same inputs with ``n_items`` a 0-d float32 one are exactly what a fixed zoo computes
+    for a fully masked batch whose count is None or a zero: loss 0, and gradients that are zero unless a
+    masked row carries a NaN/inf (it reaches them through the softmax, as it does on the fixed zoo).
+    """
+    n_items = torch.ones((), dtype=torch.float32, device=call.weight.device)
+    return Call(call.spec, call.hidden, call.weight, call.bias, call.labels, call.mask, n_items, call.extra)
+
+
 def _state(call: Call) -> dict[str, str]:
     out = {k: f"{digest(v)}|{int(v.requires_grad)}" for k, v in call.caller().items()}
     out["extra_kwargs"] = hashlib.sha256(repr(sorted(call.extra.items())).encode()).hexdigest()[:10]
@@ -240,13 +258,38 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:100]}"
 
 
+# Words of an error that comes from asking an accelerator something (zoo sizes its chunks from the free
+# memory when target_gb is None): on a host without one, that is the host's doing, not zoo's answer.
+DEVICE_WORDS = ("cuda", "nvidia", "driver", "mem_get_info", "no gpu", "accelerator")
+
+
+def artefact(call: Call, error: str) -> str | None:
+    """Why zoo's exception on a fully masked batch with a zero count is not part of the contract, or None.
+
+    ``host``: zoo asked an accelerator the host does not have. ``count-shape``: the count is a tensor of
+    zeros that is not 0-d (``tensor([0.])``, or no element at all). zoo raises for such a count on every
+    batch, empty or not, before and after its fix, so its exception is a rejection of the count's shape
+    rather than an answer about the batch. No trainer sends it: transformers hands the kernel a 0-d tensor
+    or None. A guard may raise as zoo does there, or give the defined empty answer.
+    """
+    if not call.empty:
+        return None
+    n = call.n_items
+    if call.zero_count and call.hidden.device.type == "cpu" and any(w in error.lower() for w in DEVICE_WORDS):
+        return "host"
+    if torch.is_tensor(n) and n.dim() > 0 and n.numel() <= 1 and bool((n == 0).all()):
+        return "count-shape"
+    return None
+
+
 def run(call: Call, torch_compile: bool, public: Any) -> dict[str, Any]:
     """Forward (in the spec's grad mode) and backward once; the compact answer.
 
     Keys: ``e`` forward exception, ``b`` backward exception (``"Type: message"``), the loss (``_loss``),
     ``g`` leaf -> ``digest|finite|zero`` (None: no gradient), ``c`` caller tensor -> ``digest|requires_grad|zero``
     after the call for those it changed, ``env`` the os.environ keys it changed, ``ez`` 1 when every
-    effective label is masked and the count is zero (the region's two input conditions).
+    effective label is masked and the count is zero (the region's two input conditions), ``ca`` why zoo's
+    exception there is not part of the contract (``artefact``).
     """
     before = _state(call)
     env_before = dict(os.environ)
@@ -257,6 +300,9 @@ def run(call: Call, torch_compile: bool, public: Any) -> dict[str, Any]:
             loss = invoke(call, torch_compile, public)
     except Exception as exc:
         ans["e"] = _error(exc)
+        why = artefact(call, ans["e"])
+        if why:
+            ans["ca"] = why
     else:
         ans.update(_loss(loss))
         if torch.is_tensor(loss) and loss.requires_grad:

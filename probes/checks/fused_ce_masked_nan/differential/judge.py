@@ -19,7 +19,7 @@ from typing import Any
 from . import BASELINE_KEY, PROPERTIES, PROPERTY_IDS, SCHEMA, SHARED_KEY, state
 from . import spec as specs
 from .oracle import COMPILE, Kernel, in_region
-from .properties import PER_EXAMPLE
+from .properties import ARTEFACTS, PER_EXAMPLE, empty_reference, excused
 
 # How many of a property's failing examples have their lattices searched for a smaller failure.
 SHRINK_EXAMPLES = 4
@@ -31,6 +31,17 @@ def baseline_step(ctx: Any) -> dict[str, Any]:
     """Snapshots right after ``import unsloth``, for the import-time side-effect rules."""
     ctx.shared[BASELINE_KEY] = {"env": state.env_snapshot(), "globals": state.globals_snapshot()}
     return {"env_keys": len(ctx.shared[BASELINE_KEY]["env"]), "globals": len(ctx.shared[BASELINE_KEY]["globals"])}
+
+
+def describe(s: dict[str, Any]) -> str:
+    """One line naming the input, with the count as the caller wrote it (needs torch; the spec's words else)."""
+    try:
+        from .inputs import materialize, render_count
+
+        count = render_count(materialize(s, "cpu").n_items)
+    except Exception:
+        count = None
+    return specs.describe(s, count)
 
 
 def _test(pid: str, outcome: str, reason: str, duration: float, details: dict[str, Any]) -> dict[str, Any]:
@@ -78,14 +89,38 @@ class Judge:
         twin = self.answers.get(zoo.get("twin", ""))
         return PER_EXAMPLE[pid](zoo, self.guard(s), twin)
 
-    def line(self, pid: str, s: dict[str, Any], detail: str) -> str:
-        try:  # the count as the caller wrote it (needs torch; the spec's own words otherwise)
-            from .inputs import materialize, render_count
+    def notes(self, pid: str) -> tuple[str, dict[str, Any]]:
+        """What a passing property says beyond its count: for d5, which reference of the empty region each
+        guarded answer matched; for d4, the inputs where zoo's exception is outside the contract and the
+        guard gave the defined empty answer instead (excused, with the reason)."""
+        pairs = [(self.answers[specs.key(s)], s) for s in self.examples if specs.key(s) in self.answers]
+        if pid == "d5-defined-empty-answer":
+            refs: dict[str, int] = {}
+            for zoo, s in pairs:
+                ref = empty_reference(zoo, self.guard(s), self.answers.get(zoo.get("twin", "")))
+                if ref:
+                    refs[ref] = refs.get(ref, 0) + 1
+            if not refs:
+                return "", {}
+            words = {"defined-zero": "the defined zero", "fixed-zoo": "the fixed zoo's answer",
+                     "both": "both (they coincide)"}
+            text = ", ".join(f"{words[k]} {refs[k]}" for k in ("defined-zero", "fixed-zoo", "both") if k in refs)
+            return f"; the guarded answer in the empty region matched {text}", {"references": refs}
+        if pid == "d4-same-exception":
+            hits = [(zoo, s) for zoo, s in pairs if excused(zoo, self.guard(s))]
+            if not hits:
+                return "", {}
+            kinds = sorted({str(zoo["ca"]) for zoo, _ in hits})
+            first = hits[0][1]
+            why = "; ".join(f"{k}: {ARTEFACTS[k]}" for k in kinds)
+            return (f"; {len(hits)} where zoo raised on a fully masked batch with a zero count for a reason outside "
+                    f"the contract ({why}) and the guard gave the defined empty answer instead, which is not a "
+                    f"failure (e.g. {describe(first)}: zoo raises {hits[0][0]['e']})",
+                    {"excused": len(hits), "excused_why": kinds})
+        return "", {}
 
-            count = render_count(materialize(s, "cpu").n_items)
-        except Exception:
-            count = None
-        return f'property "{pid.split("-", 1)[1]}": {specs.describe(s, count)}: {detail}'
+    def line(self, pid: str, s: dict[str, Any], detail: str) -> str:
+        return f'property "{pid.split("-", 1)[1]}": {describe(s)}: {detail}'
 
     def shrink(self, pid: str, failing: list[tuple[dict[str, Any], str]]) -> tuple[dict[str, Any], str, int]:
         """The smallest failing input among the failing examples and their answered lattices."""
@@ -127,7 +162,8 @@ class Judge:
             why = ("zoo's answer was finite on every empty input with a zero count (same-answer judged them)"
                    if pid == "d5-defined-empty-answer" else "no generated example applies")
             return _test(pid, "n/a", f"n/a: {why}", time.perf_counter() - start, details)
-        return _test(pid, "pass", f"ok ({applied} examples)", time.perf_counter() - start, details)
+        note, more = self.notes(pid)
+        return _test(pid, "pass", f"ok ({applied} examples{note})", time.perf_counter() - start, {**details, **more})
 
 
 def _import_env(raw: dict[str, Any], base: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:

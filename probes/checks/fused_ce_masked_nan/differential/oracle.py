@@ -3,6 +3,10 @@
 For every generated example, every spec of its shrink lattice, and the
 non-empty twin of every input in the empty region, zoo's own kernel runs
 once and leaves a compact answer (``inputs.run``) keyed by ``spec.key``.
+An input in the empty region gets a second answer under ``fx``: the same
+inputs through the same kernel with the divisor zoo's fix uses there
+(``inputs.fixed``), i.e. what a fixed zoo answers; the defined zero and
+that answer are the region's two references.
 With the snapshots of ``os.environ`` and of zoo's globals this is what the
 unsloth process judges against (``ctx.shared["differential"]``); it stays
 small (digests and ``float.hex``, never tensors).
@@ -47,11 +51,14 @@ class Kernel:
         self.device = device
         self.torch_compile = torch_compile
 
-    def answer(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, spec: dict[str, Any], fixed: bool = False) -> dict[str, Any]:
+        """zoo's answer to ``spec``; ``fixed``: what a zoo carrying the fix answers (``inputs.fixed``)."""
+        from .inputs import fixed as with_fix
         from .inputs import materialize, run
 
         with one_thread():
-            return run(materialize(spec, self.device), self.torch_compile, self.public)
+            call = materialize(spec, "cpu" if specs.out_of_range(spec) else self.device)
+            return run(with_fix(call) if fixed else call, self.torch_compile, self.public)
 
 
 def one_thread() -> Any:
@@ -93,6 +100,8 @@ def raw_step(ctx: Any) -> dict[str, Any]:
         if name not in answers:
             answers[name] = k.answer(s)
             if in_region(answers[name]):
+                # The region's second reference: what a zoo carrying the fix answers on the same inputs.
+                answers[name]["fx"] = k.answer(s, fixed=True)
                 twin = specs.normalize(specs.twin(s), has_compute_gradients=k.has_compute_gradients, cuda=cuda)
                 answers[name]["twin"] = specs.key(twin)
                 if answers[name]["twin"] not in answers:
@@ -120,6 +129,6 @@ def raw_step(ctx: Any) -> dict[str, Any]:
     }
     region = sum(in_region(answers[specs.key(s)]) for s in examples)
     raised = sum("e" in answers[specs.key(s)] for s in examples)
-    return {"seed": the_seed, "examples": count, "answers": len(answers), "region_examples": region,
+    return {"seed": the_seed, "examples": len(examples), "answers": len(answers), "region_examples": region,
             "zoo_raised": raised, "lattice_truncated": truncated, "signature": k.signature,
             "seconds_in_kernel": seconds, "cpu_seconds": cpu_seconds, "compile": COMPILE}

@@ -92,18 +92,66 @@ def _reference_meta(zoo: Answer, twin: Answer | None) -> str | None:
     return zoo.get("m")  # type: ignore[no-any-return]
 
 
+def _fixed(zoo: Answer) -> Answer | None:
+    """What a zoo carrying the fix answers on an input of the empty region (the raw process's ``fx``)."""
+    fx = zoo.get("fx") if in_region(zoo) else None
+    return fx if isinstance(fx, dict) and _answered(fx) else None
+
+
+def _same_as_fixed(fx: Answer, guarded: Answer) -> str | None:
+    """None when the guarded answer is the fixed zoo's, bit for bit; else the first difference."""
+    if "e" in guarded:
+        return f"raised {guarded['e']}"
+    if (guarded.get("m"), guarded.get("l"), guarded.get("d")) != (fx.get("m"), fx.get("l"), fx.get("d")):
+        return f"loss {_loss_text(guarded)}, the fixed zoo's {_loss_text(fx)}"
+    if _exc_type(guarded.get("b")) != _exc_type(fx.get("b")):
+        return f"backward {guarded.get('b') or 'works'}, the fixed zoo's {fx.get('b') or 'works'}"
+    fg, gg = fx.get("g") or {}, guarded.get("g") or {}
+    for leaf in sorted(set(fg) | set(gg)):
+        a, b = fg.get(leaf), gg.get(leaf)
+        if (a or "").split("|")[0] != (b or "").split("|")[0]:
+            return f"grad of {leaf} {_grad_text(b)}, the fixed zoo's {_grad_text(a)}"
+    fc, gc = fx.get("c") or {}, guarded.get("c") or {}
+    if {k: v.split("|")[:2] for k, v in fc.items()} != {k: v.split("|")[:2] for k, v in gc.items()}:
+        return f"changed the caller's {', '.join(sorted(gc)) or 'nothing'}, the fixed zoo {', '.join(sorted(fc))}"
+    return None
+
+
 def same_meta(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdict:
     if not _answered(zoo) or not _answered(guarded):
         return False, None
     ref = _reference_meta(zoo, twin)
-    if guarded.get("m") != ref:
+    fx = _fixed(zoo)
+    if guarded.get("m") != ref and not (fx is not None and guarded.get("m") == fx.get("m")):
         what = "zoo answers a non-empty batch with" if in_region(zoo) else "zoo answers"
         return True, f"{what} {_meta_text(ref)}, guarded {_meta_text(guarded.get('m'))}"
     return True, None
 
 
+ARTEFACTS = {
+    "host": "zoo asked for an accelerator this host does not have",
+    "count-shape": "zoo rejects a count of that shape on every batch, empty or not, before and after its fix, "
+                   "and no trainer sends it (transformers hands the kernel a 0-d tensor or None)",
+}
+
+
+def defined_zero(guarded: Answer) -> bool:
+    """The guarded call answered loss 0 (finite) with gradients that are zero or absent, and a backward that works."""
+    grads = [_grad(v) for v in (guarded.get("g") or {}).values()]
+    return ("e" not in guarded and "b" not in guarded and bool(guarded.get("z") and guarded.get("f"))
+            and all(g is None or (g[1] and g[2]) for g in grads))
+
+
+def excused(zoo: Answer, guarded: Answer) -> bool:
+    """zoo raised on a fully masked batch with a zero count for a reason outside the contract (``ARTEFACTS``)
+    and the guarded call gave the defined empty answer instead: not a failure."""
+    return zoo.get("ca") in ARTEFACTS and "e" not in guarded and defined_zero(guarded)
+
+
 def same_exception(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdict:
     ze, ge = _exc_type(zoo.get("e")), _exc_type(guarded.get("e"))
+    if ze != ge and excused(zoo, guarded):
+        return True, None
     if ze != ge:
         left = f"zoo raises {zoo['e']}" if ze else f"zoo answers loss {_loss_text(zoo)}"
         right = f"guarded raises {guarded['e']}" if ge else f"guarded answers loss {_loss_text(guarded)}"
@@ -117,11 +165,40 @@ def same_exception(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdict
     return True, None
 
 
+def empty_reference(zoo: Answer, guarded: Answer, twin: Answer | None) -> str | None:
+    """Which reference of the empty region the guarded answer matched: ``defined-zero``, ``fixed-zoo``,
+    ``both`` (they coincide when no NaN/inf reaches the gradients), or None (neither, or not in the region)."""
+    if not in_region(zoo):
+        return None
+    zero = _zero_problems(zoo, guarded, twin) == []
+    fx = _fixed(zoo)
+    fixed = fx is not None and _same_as_fixed(fx, guarded) is None
+    return "both" if zero and fixed else "defined-zero" if zero else "fixed-zoo" if fixed else None
+
+
 def defined_empty_answer(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdict:
+    """In the region the guarded answer is the defined zero or what a fixed zoo answers (either passes)."""
     if not in_region(zoo):
         return False, None
+    problems = _zero_problems(zoo, guarded, twin)
+    if not problems:
+        return True, None
+    fx = _fixed(zoo)
+    nor = ""
+    if fx is not None:
+        other = _same_as_fixed(fx, guarded)
+        if other is None:
+            return True, None
+        nor = f"; nor is it the fixed zoo's answer ({other})"
     if "e" in guarded:
-        return True, f"zoo loss {_loss_text(zoo)}, guarded raised {guarded['e']} (expected 0)"
+        return True, f"zoo loss {_loss_text(zoo)}, guarded raised {guarded['e']} (expected 0){nor}"
+    return True, f"zoo loss {_loss_text(zoo)}; " + ", ".join(problems) + nor
+
+
+def _zero_problems(zoo: Answer, guarded: Answer, twin: Answer | None) -> list[str]:
+    """How the guarded answer differs from the defined zero (empty: it is the defined zero)."""
+    if "e" in guarded:
+        return [f"guarded raised {guarded['e']}"]
     problems = []
     if not (guarded.get("z") and guarded.get("f")):
         problems.append(f"guarded {_loss_text(guarded)} (expected 0)")
@@ -141,9 +218,7 @@ def defined_empty_answer(zoo: Answer, guarded: Answer, twin: Answer | None) -> V
     zc, gc = zoo.get("c") or {}, guarded.get("c") or {}
     if "hidden" in zc and not gc.get("hidden", "").endswith("|1"):
         problems.append("overwrite=True: hidden_states not left as the zero gradient")
-    if problems:
-        return True, f"zoo loss {_loss_text(zoo)}; " + ", ".join(problems)
-    return True, None
+    return problems
 
 
 def non_finite_stays(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdict:
@@ -167,6 +242,8 @@ def globals_per_call(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdi
 def caller_tensors(zoo: Answer, guarded: Answer, twin: Answer | None) -> Verdict:
     zc, gc = zoo.get("c") or {}, guarded.get("c") or {}
     extra = sorted(set(gc) - set(zc))
+    if extra == ["hidden"] and excused(zoo, guarded) and gc["hidden"].endswith("|1"):
+        extra = []  # overwrite=True: the defined empty answer leaves the zero gradient in hidden_states
     if extra:
         return True, f"the guarded call changed the caller's {', '.join(extra)} (zoo's call leaves them alone)"
     if in_region(zoo) or "e" in zoo or "e" in guarded:

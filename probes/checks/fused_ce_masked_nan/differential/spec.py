@@ -27,7 +27,8 @@ SHAPES: tuple[tuple[int, int, int, int], ...] = ((1, 2, 4, 8), (2, 3, 4, 8), (2,
 
 CHOICES: dict[str, tuple[Any, ...]] = {
     "dtype": ("float32", "bfloat16"),
-    "labels": ("dense", "all_masked", "sparse", "first_only", "last_only", "mixed_rows", "stray"),
+    "labels": ("dense", "all_masked", "sparse", "first_only", "last_only", "mixed_rows", "stray",
+               "sentinel_-100", "sentinel_-1", "sentinel_0", "sentinel_pad"),
     "ignore_index": (-100, 0, -1, 3, "x"),
     "mask": ("none", "ones", "zeros", "random", "values", "bool", "bool_zeros", "wrong_shape"),
     "n_items": ("none", "int", "float", "t0", "t1", "tlong", "tmulti", "empty", "str"),
@@ -56,12 +57,19 @@ RARE = {("ignore_index", "x"), ("mask", "wrong_shape"), ("n_items", "empty"), ("
 ZERO_FORMS = ("int", "float", "t0", "t1", "tlong")
 # A simpler count form, one step at a time.
 SIMPLER_FORM = {"tmulti": "t1", "t1": "t0", "tlong": "t0", "t0": "float", "float": "int"}
+# Label patterns where every label is ignore_index or a common sentinel value that is not it: -100 (the
+# transformers collators' pad label), -1, 0 and a pad id (the last token id, None here). -100 and -1 are no
+# class, so zoo raises on them; 0 and the pad id are real classes zoo learns. A guard that takes a sentinel
+# for "ignored" whatever ignore_index says calls these batches empty.
+SENTINELS: dict[str, int | None] = {"sentinel_-100": -100, "sentinel_-1": -1, "sentinel_0": 0, "sentinel_pad": None}
 LABEL_RANK = {"dense": 0, "all_masked": 0, "sparse": 1, "first_only": 1, "last_only": 1, "mixed_rows": 2,
-              "stray": 2}
+              "stray": 2, **dict.fromkeys(SENTINELS, 1)}
 # Fields a shrink resets or keeps as one (the count's form and value move together).
 GROUPS: tuple[tuple[str, ...], ...] = tuple(
     (k,) if k != "n_items" else ("n_items", "count") for k in CHOICES if k not in ("labels", "count"))
 P_NON_DEFAULT = 0.3
+# The patterns drawn freely (the sentinels have a role of their own).
+FREE_LABELS = tuple(lab for lab in CHOICES["labels"] if lab not in SENTINELS)
 
 
 def normalize(spec: dict[str, Any], *, has_compute_gradients: bool, cuda: bool) -> dict[str, Any]:
@@ -75,11 +83,21 @@ def normalize(spec: dict[str, Any], *, has_compute_gradients: bool, cuda: bool) 
         s["labels"] = "all_masked"  # one row, fully ignored
     if s["labels"] == "stray" and s["ignore_index"] == -100:
         s["labels"] = "sparse"
+    if s["labels"] in SENTINELS and SENTINELS[s["labels"]] == (s["ignore_index"] if isinstance(
+            s["ignore_index"], int) else -100):
+        s["labels"] = "all_masked"  # the sentinel is the ignore index: every label is masked
     if not has_compute_gradients or s["route"] != "function":
         s["compute_gradients"] = None
     if s["chunks"] == "default" and not cuda:
         s["chunks"] = "one"
     return {k: s[k] for k in DEFAULTS}
+
+
+def out_of_range(spec: dict[str, Any]) -> bool:
+    """Labels that are no class and not ignore_index (-100 or -1 under another ignore index): zoo's CPU
+    kernel raises on them, a CUDA one trips a device-side assert that ruins the process's every later call.
+    Both processes run such an input on the CPU whatever the cell's device."""
+    return spec["labels"] in ("stray", "sentinel_-100", "sentinel_-1")
 
 
 def _pick(rng: random.Random, field: str) -> Any:
@@ -94,14 +112,17 @@ def _pick(rng: random.Random, field: str) -> Any:
 
 
 def generate(seed: int, count: int, *, has_compute_gradients: bool, cuda: bool = False) -> list[dict[str, Any]]:
-    """``count`` specs from ``seed``. Roles by index guarantee coverage of every property's inputs:
-    every third example has every label masked and a zero count, every sixth from the fourth carries a
-    NaN/inf input, every sixth from the sixth an input zoo rejects; the other fields are drawn freely."""
+    """``count`` specs from ``seed``, and after every twelfth from the second one more (``sentinel``). Roles by
+    index guarantee coverage of every property's inputs: every third example has every label masked and a
+    zero count, every sixth from the fourth carries a NaN/inf input, every sixth from the sixth an input zoo
+    rejects; the other fields are drawn freely. The sentinel examples come from a second generator, so
+    the ``count`` others are the same with or without them."""
     rng = random.Random(seed)
+    side = random.Random(f"{seed}-sentinels")
     out = []
     for i in range(count):
         s: dict[str, Any] = {f: _pick(rng, f) for f in CHOICES if f not in ("labels", "count", "n_items")}
-        s["labels"] = rng.choice([lab for lab in CHOICES["labels"] if lab != "stray"])
+        s["labels"] = rng.choice([lab for lab in FREE_LABELS if lab != "stray"])
         s["n_items"], s["count"] = _pick(rng, "n_items"), rng.choice(CHOICES["count"])
         s["shape"] = rng.randrange(len(SHAPES))
         s["seed"] = rng.randrange(1, 2**16)
@@ -124,7 +145,23 @@ def generate(seed: int, count: int, *, has_compute_gradients: bool, cuda: bool =
             if field == "labels":
                 s["ignore_index"] = rng.choice((0, -1, 3))
         out.append(normalize(s, has_compute_gradients=has_compute_gradients, cuda=cuda))
+        if i % 12 == 1:
+            out.append(normalize(sentinel(side, list(SENTINELS)[(i // 12) % len(SENTINELS)]),
+                                 has_compute_gradients=has_compute_gradients, cuda=cuda))
     return out
+
+
+def sentinel(rng: random.Random, labels: str) -> dict[str, Any]:
+    """Every label ``ignore_index`` or the sentinel of ``labels``, another ignore_index in force, a zero
+    count (None, 0 or tensor(0.)); the other fields drawn freely, but nothing else for zoo to reject."""
+    s: dict[str, Any] = {f: _pick(rng, f) for f in CHOICES if f not in ("labels", "count", "n_items")}
+    s.update({f: DEFAULTS[f] for f, v in RARE if s.get(f) == v})
+    s["labels"] = labels
+    s["ignore_index"] = rng.choice([v for v in (-100, 0, -1, 3) if v != SENTINELS[labels]])
+    s["n_items"], s["count"] = rng.choice(("none", "none", "int", "t0")), "zero"
+    s["shape"], s["seed"] = rng.randrange(len(SHAPES)), rng.randrange(1, 2**16)
+    s["nonfinite"] = "none"
+    return s
 
 
 def key(spec: dict[str, Any]) -> str:
