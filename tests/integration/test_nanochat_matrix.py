@@ -48,6 +48,23 @@ step a fully masked micro-batch lands on is the data's):
   gradients, so a GA 1 step of one masked micro-batch leaves every
   ``p.grad`` a zero tensor and the optimizer steps), both runs finite ->
   not-needed.
+* loop-skip (master + ``tests/backports/nanochat-loop-skip``, a right fix in
+  the loop): ``if (y != -1).any():`` around forward and backward,
+  ``train_loss = None`` before the loop, a zero ``.grad`` for every parameter
+  that has none before the step, the EMA updated only when there is a loss ->
+  model vulnerable, loop guarded; the printed loss (the EMA) stays finite
+  (n7), the masked step steps with zero gradients (n4), every test passes,
+  the runs skip the masked micro-batches and log finite losses -> activates.
+* mean-all (master + ``tests/backports/nanochat-mean-all-positions``, a
+  wrong fix): ``if loss_reduction == 'mean': sum / targets.numel()`` -> the
+  static reading takes the 'mean' arm (fixed, "all positions"), the runtime
+  detector gets 0.0; on a partly masked batch the loss is the mean times the
+  valid fraction, so n1 fails and nothing else does; the runs are finite ->
+  broken, latent.
+* two wrong loop fixes run through the suite only, in master's cell env
+  (``WRONG_LOOPS``): one logs NaN for a skipped micro-batch (n7: the printed
+  EMA is NaN), one frees gradients only when a step has a loss of its own
+  (n4: the masked step steps with the previous step's gradients) -> broken.
 """
 
 from __future__ import annotations

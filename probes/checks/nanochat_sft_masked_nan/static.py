@@ -3,15 +3,19 @@
 Stdlib only. Two questions, two readings:
 
 * the model (``verdict``): where is the training loss computed (the
-  ``cross_entropy(..., ignore_index=...)`` call reached from ``GPT.forward``),
-  and is an all-ignored target set guarded? ``vulnerable``: a mean reduction
+  ``cross_entropy(..., ignore_index=...)`` call reached from ``GPT.forward``;
+  under an ``if``/``else`` or a conditional expression on the reduction
+  parameter, the call on the arm a ``'mean'`` loss takes, each arm's test
+  evaluated for ``'mean'``), and is an all-ignored target set guarded? ``vulnerable``: a mean reduction
   (the forward's default or a literal) with nothing around it; ``fixed``: the
   call sits under a test of the targets' values whose other arm sets the
   loss (an ``if`` statement or a conditional expression, either arm), or an
   earlier test of the targets' values returns or sets the loss before the
   call, or the loss is passed through ``nan_to_num`` / ``where`` (around the
   call or afterwards), or is divided by a floored count (in the same
-  expression or afterwards); ``unknown``: any other shape, and a mean loss
+  expression or afterwards), or a sum is divided by all positions
+  (``targets.numel()``: finite, and the reason says it is not the mean over
+  the valid targets, which the suite's n1 judges); ``unknown``: any other shape, and a mean loss
   near a test of the targets' values this reading does not follow (abstain
   rather than guess: the runtime detector, which runs the tree's own model,
   then decides; see ``verdict``).

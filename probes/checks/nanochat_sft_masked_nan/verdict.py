@@ -12,7 +12,13 @@ How the shared words read for a nanochat tree:
   is anyone's code, so a right fix written another way must not be an
   ``error``; the suite and the real run still judge it. ``unknown`` (no tree,
   the runtime detector failed) and ``inconsistent`` (the readings disagree)
-  give ``error``.
+  give ``error`` -- except where the runtime detector says fixed and the
+  suite or the run fails: a wrong fix is the finding (``broken``), whatever
+  the static reading thinks.
+* the real run stands over a proxy: a failing n7 (the printed loss) in a
+  case the clean ``chat_sft.py`` run covered with finite ``loss:`` lines (a
+  step whose only / last micro-batch was all -1) counts ``n/a``, "proxy
+  disagrees with the run", named in the reason.
 * "guard" = **the SFT loop** in ``scripts/chat_sft.py``: present when its
   static reading finds a branch on the targets that keeps an all -1
   micro-batch from ``backward()`` (``loop.verdict == "guarded"``), or, where
