@@ -207,7 +207,8 @@ def test_a_loop_fix_is_judged_on_what_the_loop_prints(ran: dict[str, Any]) -> No
     assert all(c["printed"]["finite"] for c in n7["details"]["cases"].values()), n7["details"]
     for run in steps["train"]["result"]["runs"]:
         masked = [m for s in run["steps"] for m in s["micro_batches"] if m["labels_left"] == 0]
-        assert masked and not any(m["loss_computed"] for m in masked), run["name"]  # skipped before the forward
+        assert masked or run["name"] != "ga1", run  # the GA 1 run has fully masked steps (the data's)
+        assert not any(m["loss_computed"] for m in masked), run["name"]  # skipped before the forward
         assert all(isinstance(s["logged_loss"], float) for s in run["steps"]), run["loss_lines"]
 
 
