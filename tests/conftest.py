@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # would keep short modules spread, but its group suffix on node ids does nothing under pytest 9.2.)
 # tests/test_layout.py checks that every module with an integration test or a module-scoped fixture is listed.
 LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on a 2-core host (914 tests)
-    "tests/integration/test_nanochat_matrix.py",  # 1490: six nanochat cells, two chat_sft.py runs each
+    "tests/integration/test_nanochat_matrix.py",  # 2080: eight cells, two chat_sft.py runs each; 2 suite-only
     "tests/integration/test_differential_guards.py",  # 764: nineteen guard cells
     "tests/integration/test_mutants.py",  # 640
     "tests/integration/test_gate_pinned.py",  # 530

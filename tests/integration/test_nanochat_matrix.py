@@ -48,16 +48,38 @@ step a fully masked micro-batch lands on is the data's):
   gradients, so a GA 1 step of one masked micro-batch leaves every
   ``p.grad`` a zero tensor and the optimizer steps), both runs finite ->
   not-needed.
+* loop-skip (master + ``tests/backports/nanochat-loop-skip``, a right fix in
+  the loop): ``if (y != -1).any():`` around forward and backward,
+  ``train_loss = None`` before the loop, a zero ``.grad`` for every parameter
+  that has none before the step, the EMA updated only when there is a loss ->
+  model vulnerable, loop guarded; the printed loss (the EMA) stays finite
+  (n7), the masked step steps with zero gradients (n4), every test passes,
+  the runs skip the masked micro-batches and log finite losses -> activates.
+* mean-all (master + ``tests/backports/nanochat-mean-all-positions``, a
+  wrong fix): ``if loss_reduction == 'mean': sum / targets.numel()`` -> the
+  static reading takes the 'mean' arm (fixed, "all positions"), the runtime
+  detector gets 0.0; on a partly masked batch the loss is the mean times the
+  valid fraction, so n1 fails and nothing else does; the runs are finite ->
+  broken, latent.
+* two wrong loop fixes run through the suite only, in master's cell env
+  (``WRONG_LOOPS``): one logs NaN for a skipped micro-batch (n7: the printed
+  EMA is NaN), one frees gradients only when a step has a loss of its own
+  (n4: the masked step steps with the previous step's gradients) -> broken.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from matrix.tables import nox_safe
+from probes.checks.nanochat_sft_masked_nan import verdict
 from tests.integration.harness import ROOT, explain, run_nox
 
 pytestmark = pytest.mark.integration
@@ -77,13 +99,22 @@ EXPECTED: dict[str, tuple[str, str, set[str], str, str | None, str]] = {
     "pr-662": ("vulnerable", "guarded", {"n4-all-masked-step"}, "broken", "exposed", "crash:TypeError"),
     "fix": ("fixed", "unguarded", set(), "not-needed", None, "clean"),
     "early-return": ("fixed", "unguarded", set(), "not-needed", None, "clean"),
+    "loop-skip": ("vulnerable", "guarded", set(), "activates", None, "clean"),
+    "mean-all": ("fixed", "unguarded", {"n1-partial-reference"}, "broken", "latent", "clean"),
 }
-# backports of master: ours (matrix/backports) and a right fix in another shape (tests/backports)
-BACKPORTS = {"fix": "nanochat-mean-floor", "early-return": "nanochat-early-return"}
+# backports of master: ours (matrix/backports), a right fix in another shape, a right fix in the loop and a
+# wrong fix in the model (tests/backports)
+BACKPORTS = {"fix": "nanochat-mean-floor", "early-return": "nanochat-early-return", "loop-skip": "nanochat-loop-skip",
+             "mean-all": "nanochat-mean-all-positions"}
+# wrong loop fixes judged by the suite alone, in master's cell env (no cell, no chat_sft.py run): the failing
+# test and the words its reason must carry
+WRONG_LOOPS = {"nanochat-loop-skip-nan-log": ("n7-logged-loss-finite", "printed loss"),
+               "nanochat-loop-skip-stale-grads": ("n4-all-masked-step", "the previous step's gradient")}
 STACK = "torch-2.9.1"
 # the commits the bundle's refs resolve to (git bundle list-heads on the bundle); our backport is master's
 SHAS = {"master": "92d63d4e8bb4", "pr-619": "1a3ad25e1a93", "pr-623": "0f21a913a861", "pr-662": "55eb3455156d",
-        "fix": "92d63d4e8bb4", "early-return": "92d63d4e8bb4"}
+        "fix": "92d63d4e8bb4", "early-return": "92d63d4e8bb4", "loop-skip": "92d63d4e8bb4",
+        "mean-all": "92d63d4e8bb4"}
 
 
 def matrix_text() -> str:
@@ -100,7 +131,8 @@ def matrix_text() -> str:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("nanochat")
     (tmp / "nanochat.bundle").symlink_to(BUNDLE)
-    shutil.copytree(ROOT / "tests" / "backports" / BACKPORTS["early-return"], tmp / BACKPORTS["early-return"])
+    for name in ("early-return", "loop-skip", "mean-all"):
+        shutil.copytree(ROOT / "tests" / "backports" / BACKPORTS[name], tmp / BACKPORTS[name])
     matrix = tmp / "nanochat.toml"
     matrix.write_text(matrix_text(), encoding="utf-8")
     out = tmp / "out"
@@ -108,7 +140,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     report_path = out / "report.json"
     assert report_path.is_file(), explain(proc)
     report = json.loads(report_path.read_text())
-    return {"proc": proc, "report": report, "cells": {c["cell_id"]: c for c in report["cells"]},
+    return {"proc": proc, "report": report, "cells": {c["cell_id"]: c for c in report["cells"]}, "tmp": tmp,
             "text": (out / "report.md").read_text(encoding="utf-8") if (out / "report.md").is_file() else ""}
 
 
@@ -152,3 +184,69 @@ def test_the_report_shows_a_maintainer_what_each_pr_does(ran: dict[str, Any]) ->
     assert "nanochat \\ stack" in text  # the grid's corner names its axes
     for name in EXPECTED:
         assert f"{name} (git nanochat.bundle@" in text or f"{name} (backport {BACKPORTS.get(name)}" in text, name
+
+
+def test_a_wrong_mean_is_broken_by_the_partial_batch_test_not_an_error(ran: dict[str, Any]) -> None:
+    # sum over the valid targets / every position on the 'mean' arm: finite on an all -1 batch (both detectors
+    # say fixed, the static one reading that arm, not the else arm's reduction=loss_reduction call), but not
+    # the mean over the valid targets on a partly masked batch
+    cell = ran["cells"][f"mean-all__{STACK}"]
+    check = cell["checks"][CHECK]
+    assert "all positions" in check["static"]["reason"], check["static"]["reason"]
+    v = cell["verdicts"][CHECK]
+    assert v["guard"] == "broken" and "n1-partial-reference" in v["guard_reason"], v["guard_reason"]
+
+
+def test_a_loop_fix_is_judged_on_what_the_loop_prints(ran: dict[str, Any]) -> None:
+    # the loop skips a fully masked micro-batch before the forward (train_loss stays None on a step with no
+    # loss): what the script prints is the EMA, which it leaves alone, and the real runs log finite losses
+    check = ran["cells"][f"loop-skip__{STACK}"]["checks"][CHECK]
+    steps = {s["name"]: s for s in check["steps"]}
+    n7 = next(t for t in steps["behavior"]["result"]["tests"] if t["id"] == "n7-logged-loss-finite")
+    assert n7["outcome"] == "pass", n7["reason"]
+    assert all(c["printed"]["finite"] for c in n7["details"]["cases"].values()), n7["details"]
+    for run in steps["train"]["result"]["runs"]:
+        masked = [m for s in run["steps"] for m in s["micro_batches"] if m["labels_left"] == 0]
+        assert masked or run["name"] != "ga1", run  # the GA 1 run has fully masked steps (the data's)
+        assert not any(m["loss_computed"] for m in masked), run["name"]  # skipped before the forward
+        assert all(isinstance(s["logged_loss"], float) for s in run["steps"]), run["loss_lines"]
+
+
+def _patched_master(tmp: Path, backport: str) -> Path:
+    tree = tmp / f"tree-{backport}"
+    if not tree.is_dir():
+        subprocess.run(["git", "clone", "-q", "--branch", "master", str(BUNDLE), str(tree)], check=True)
+        patch = next((ROOT / "tests" / "backports" / backport / "patches").glob("*.diff"))
+        subprocess.run(["git", "-C", str(tree), "apply", str(patch)], check=True)
+    return tree
+
+
+SUITE_ONLY = """
+import json, sys
+from pathlib import Path
+from probes.checks.nanochat_sft_masked_nan import static, suite
+root = Path(sys.argv[1])
+print(json.dumps({"static": static.analyze_tree(root), "behavior": suite.run(root)}, default=str))
+"""
+
+
+@pytest.mark.parametrize("backport", list(WRONG_LOOPS))
+def test_a_wrong_loop_fix_is_still_broken(backport: str, ran: dict[str, Any]) -> None:
+    # the suite on a real tree (master + the wrong fix) in master's cell env; no chat_sft.py run (a third and
+    # fourth cell would cost ~5 min each): the verdict then judges by the suite alone
+    failing, words = WRONG_LOOPS[backport]
+    tree = _patched_master(ran["tmp"], backport)
+    python = ran["tmp"] / "nox" / f"cell-{nox_safe(f'master__{STACK}')}" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run([str(python), "-c", SUITE_ONLY, str(tree)], cwd=ROOT, capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(ROOT)}, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["static"]["verdict"] == "vulnerable" and got["static"]["loop"]["verdict"] == "guarded"
+    tests = {t["id"]: t for t in got["behavior"]["tests"]}
+    assert tests[failing]["outcome"] == "fail" and words in tests[failing]["reason"], tests[failing]
+    check = {"static": got["static"], "steps": [
+        {"name": "runtime", "status": "ok", "result": {"verdict": "vulnerable", "reason": "master's model"}},
+        {"name": "behavior", "status": "ok", "result": got["behavior"]}]}
+    v = verdict.classify(check, {})
+    assert v.guard.value == "broken" and failing in v.guard_reason, v.guard_reason

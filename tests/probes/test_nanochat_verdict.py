@@ -128,3 +128,63 @@ def test_a_suite_step_that_died_is_a_failure_not_a_pass() -> None:
 def test_the_verdict_serialises_with_the_gate() -> None:
     d = verdict.classify(evidence(train=run("nan-logged", 1)), {}).to_dict()
     assert d["guard"] == "missing" and d["reach"] == "exposed" and d["gate_fail"] is True
+
+
+def test_a_suite_failure_on_a_runtime_fixed_model_is_broken_whatever_the_static_reading_says() -> None:
+    # the static reading says vulnerable, the tree's own GPT returns a finite loss, the partial-batch test fails:
+    # the fix is wrong, and that is the finding (not an inconsistency to investigate)
+    v = verdict.classify(evidence(model="vulnerable", runtime="fixed", failing=("n1-partial-reference",),
+                                  train=run("clean")), {})
+    assert (v.zoo, v.guard, v.reach) == (ZooState.FIXED, GuardState.BROKEN, Reach.LATENT)
+    assert "n1-partial-reference" in v.guard_reason and "static reading says vulnerable" in v.zoo_reason
+    # the reverse (the runtime detector sees the NaN) stays an inconsistency
+    v = verdict.classify(evidence(model="fixed", runtime="vulnerable", failing=("n1-partial-reference",),
+                                  train=run("clean")), {})
+    assert v.guard is GuardState.ERROR
+
+
+def logged_run(ga: int, losses: list[float | str], masked: list[int]) -> dict[str, Any]:
+    """A chat_sft.py run's steps: each step's logged loss; in the steps of ``masked`` the last micro-batch has no
+    valid target."""
+    steps = [{"step": i + 1, "logged_loss": loss,
+              "micro_batches": [{"labels_left": 0 if (i + 1 in masked and m == ga - 1) else 40} for m in range(ga)]}
+             for i, loss in enumerate(losses)]
+    return {"name": f"ga{ga}", "gradient_accumulation_steps": ga, "steps": steps}
+
+
+def loop_fix(n7_cases: dict[str, bool], runs: list[dict[str, Any]], outcome: str = "clean") -> dict[str, Any]:
+    check = evidence(loop="guarded", failing=("n7-logged-loss-finite",), train={**run(outcome), "runs": runs})
+    n7 = next(t for t in check["steps"][1]["result"]["tests"] if t["id"] == "n7-logged-loss-finite")
+    n7["details"] = {"cases": {k: {"ok": ok} for k, ok in n7_cases.items()}}
+    return check
+
+
+BOTH = [logged_run(1, [3.1, 3.0, 2.9], masked=[2]), logged_run(4, [3.1, 3.0], masked=[1])]
+
+
+def test_a_proxy_the_real_run_contradicts_is_reported_as_such_and_the_run_stands() -> None:
+    v = verdict.classify(loop_fix({"ga2-last-masked": False, "ga1-masked": False}, BOTH), {})
+    assert v.guard is GuardState.ACTIVATES, v.guard_reason
+    assert "proxy disagrees with the run" in v.guard_reason and "n7-logged-loss-finite" in v.guard_reason
+    assert v.behavior.failed == 0 and v.behavior.na == 1
+
+
+@pytest.mark.parametrize(("runs", "outcome"), [
+    # the run logged NaN itself: no disagreement
+    ([logged_run(1, [3.1, "nan", "nan"], masked=[2]), BOTH[1]], "nan-logged"),
+    # the run never had a fully masked step at GA 1: it says nothing about that case
+    ([logged_run(1, [3.1, 3.0, 2.9], masked=[]), BOTH[1]], "clean"),
+    # no run at GA > 1: the last-micro-batch case is the proxy's alone
+    ([BOTH[0]], "clean"),
+])
+def test_a_proxy_failure_the_run_does_not_contradict_stands(runs: list[dict[str, Any]], outcome: str) -> None:
+    v = verdict.classify(loop_fix({"ga2-last-masked": False, "ga1-masked": False}, runs, outcome), {})
+    assert v.guard is GuardState.BROKEN and "n7-logged-loss-finite" in v.guard_reason
+
+
+def test_only_the_cases_the_run_covers_are_overruled() -> None:
+    # n7 fails only at GA 1, the run covers GA 1: overruled; a failing n4 (not a proxy of the log) stands
+    check = loop_fix({"ga2-last-masked": True, "ga1-masked": False}, BOTH)
+    next(t for t in check["steps"][1]["result"]["tests"] if t["id"] == "n4-all-masked-step")["outcome"] = "fail"
+    v = verdict.classify(check, {})
+    assert v.guard is GuardState.BROKEN and v.behavior.failing == ("n4-all-masked-step",)

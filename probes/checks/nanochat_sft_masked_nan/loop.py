@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from . import model as tiny
-from .static_loop import Lifted, NotLiftable, lift, lift_source
+from .static_loop import PRINTED, Lifted, NotLiftable, lift, lift_source
 
 __all__ = ["Lifted", "NotLiftable", "lift", "lift_source", "run"]
 
@@ -50,10 +50,18 @@ class Counted:
         return getattr(self.module, name)
 
 
-def optimizer(module: Any) -> Any:
+def optimizer(module: Any, seen: list[dict[str, torch.Tensor | None]]) -> Any:
+    """nanochat's own optimizer; each ``step()`` notes the gradients it steps with (in ``seen``)."""
     opt = module.setup_optimizer(weight_decay=0.0)
     for group in opt.param_groups:
         group["initial_lr"] = group["lr"]
+    stepper = opt.step
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        seen.append(tiny.grads(module))
+        return stepper(*args, **kwargs)
+
+    opt.step = step
     return opt
 
 
@@ -80,32 +88,61 @@ def _error(where: str, exc: BaseException) -> dict[str, Any]:
             "at": f"{Path(frame.filename).name}:{frame.lineno}" if frame else None}
 
 
-def run(lifted: Lifted, module: Any, batches: list[tuple[torch.Tensor, torch.Tensor]],
-        step_optimizer: bool = True) -> dict[str, Any]:
-    """One optimizer step of the script's own code over ``batches`` (one per micro-step: GA = len(batches))."""
-    wrapped = Counted(module)
-    module.zero_grad(set_to_none=True)
-    opt = optimizer(module)
-    printed: list[str] = []
-    ns = namespace(wrapped, batches, opt, printed)
-    missing = sorted(n for n in lifted.names if n not in ns)
-    if missing:
-        raise NotLiftable(f"the lifted loop uses names the harness does not provide: {', '.join(missing)}")
-    out: dict[str, Any] = {"grad_accum_steps": len(batches), "error": None,
-                           "masked_micro_batches": [i for i, (_, y) in enumerate(batches)
-                                                    if int((y != tiny.IGNORE).sum()) == 0]}
+def _step(lifted: Lifted, ns: dict[str, Any], out: dict[str, Any], step_optimizer: bool, wrapped: Counted,
+          module: Any) -> None:
+    """One step of the script's code in ``ns``: the statements before the loop, the loop, the optimizer step and
+    what the printed loss is made of (that last part runs whenever the loop did: n7 judges it on its own)."""
+    calls = len(wrapped.calls)
     try:
+        exec(lifted.pre, ns)
         exec(lifted.loop, ns)
     except Exception as exc:
         out["error"] = _error("micro-step loop", exc)
-    out["model_calls"] = wrapped.calls
+    out["model_calls"] = wrapped.calls[calls:]
     out["logged"] = tiny.describe(ns.get(lifted.logged))
     out["grads"] = tiny.grads(module)
-    out["printed"] = printed[-4:]
     if out["error"] is None and step_optimizer:
         try:
             exec(lifted.after, ns)
         except Exception as exc:
             out["error"] = _error("optimizer step", exc)
+    if (out["error"] is None or out["error"]["where"] != "micro-step loop") and lifted.printed is not None:
+        try:
+            exec(lifted.log, ns)
+            out["printed_loss"] = tiny.describe(ns.get(PRINTED))
+        except Exception as exc:
+            out["log_error"] = _error("logging", exc)
+
+
+def run(lifted: Lifted, module: Any, batches: list[tuple[torch.Tensor, torch.Tensor]],
+        step_optimizer: bool = True, previous: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+        ) -> dict[str, Any]:
+    """One optimizer step of the script's own code over ``batches`` (one per micro-step: GA = len(batches)),
+    after a whole step over ``previous`` (same GA) when given. What is recorded is the last step's."""
+    wrapped = Counted(module)
+    module.zero_grad(set_to_none=True)
+    stepped: list[dict[str, torch.Tensor | None]] = []
+    opt = optimizer(module, stepped)
+    printed: list[str] = []
+    ns = namespace(wrapped, [*(previous or []), *batches], opt, printed)
+    ns["grad_accum_steps"] = len(batches)
+    ns.update({k: v for k, v in (lifted.constants or {}).items() if k not in ns})
+    missing = sorted(n for n in lifted.names if n not in ns)
+    if missing:
+        raise NotLiftable(f"the lifted loop uses names the harness does not provide: {', '.join(missing)}")
+    out: dict[str, Any] = {"grad_accum_steps": len(batches), "error": None, "printed_loss": None,
+                           "masked_micro_batches": [i for i, (_, y) in enumerate(batches)
+                                                    if int((y != tiny.IGNORE).sum()) == 0]}
+    if previous:
+        _step(lifted, ns, out, True, wrapped, module)
+        if out["error"] is not None or out.get("log_error"):
+            out["error"] = {**(out["error"] or out["log_error"]), "where": "the step before"}
+            out.update(model_calls=[], grads={}, stepped_grads=None, printed=printed[-4:],
+                       nonfinite_params=tiny.nonfinite_params(module))
+            return out
+        stepped.clear()
+    _step(lifted, ns, out, step_optimizer, wrapped, module)
+    out["stepped_grads"] = stepped[-1] if stepped else None
+    out["printed"] = printed[-4:]
     out["nonfinite_params"] = tiny.nonfinite_params(module)
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -95,7 +96,11 @@ def reference(model: Any, x: torch.Tensor, y: torch.Tensor, reduction: str = "me
 
 
 def describe(t: Any) -> dict[str, Any]:
-    """A loss as JSON: value(s), shape, finiteness, grad_fn."""
+    """A loss as JSON: value(s), shape, finiteness, grad_fn (a plain number, as a script prints it: value and
+    finiteness)."""
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        v = float(t)
+        return {"type": type(t).__name__, "finite": math.isfinite(v), "value": v if math.isfinite(v) else str(v)}
     if not isinstance(t, torch.Tensor):
         return {"type": type(t).__name__}
     d = t.detach().float()

@@ -3,15 +3,19 @@
 Stdlib only. Two questions, two readings:
 
 * the model (``verdict``): where is the training loss computed (the
-  ``cross_entropy(..., ignore_index=...)`` call reached from ``GPT.forward``),
-  and is an all-ignored target set guarded? ``vulnerable``: a mean reduction
+  ``cross_entropy(..., ignore_index=...)`` call reached from ``GPT.forward``;
+  under an ``if``/``else`` or a conditional expression on the reduction
+  parameter, the call on the arm a ``'mean'`` loss takes, each arm's test
+  evaluated for ``'mean'``), and is an all-ignored target set guarded? ``vulnerable``: a mean reduction
   (the forward's default or a literal) with nothing around it; ``fixed``: the
   call sits under a test of the targets' values whose other arm sets the
   loss (an ``if`` statement or a conditional expression, either arm), or an
   earlier test of the targets' values returns or sets the loss before the
   call, or the loss is passed through ``nan_to_num`` / ``where`` (around the
   call or afterwards), or is divided by a floored count (in the same
-  expression or afterwards); ``unknown``: any other shape, and a mean loss
+  expression or afterwards), or a sum is divided by all positions
+  (``targets.numel()``: finite, and the reason says it is not the mean over
+  the valid targets, which the suite's n1 judges); ``unknown``: any other shape, and a mean loss
   near a test of the targets' values this reading does not follow (abstain
   rather than guess: the runtime detector, which runs the tree's own model,
   then decides; see ``verdict``).
@@ -35,6 +39,9 @@ CONSTANT_MAKERS = {"new_tensor", "tensor", "zeros", "zeros_like", "new_zeros", "
                    "scalar_tensor"}
 FINITE_WRAPPERS = {"nan_to_num", "where", "masked_fill", "nan_to_num_"}
 FLOORS = {"clamp", "clamp_min", "clip", "max", "maximum"}
+SIZES = {"numel", "nelement", "size", "len"}
+ALL_POSITIONS = ("divided by all positions: `{}` (line {}): finite on an all -1 batch, but not the mean over the "
+                 "valid targets on a partly masked batch")
 
 
 def _name(node: ast.AST) -> str:
@@ -76,13 +83,16 @@ def _ce_calls(fn: ast.AST) -> list[ast.Call]:
             and _kw(n, "ignore_index") is not None]
 
 
-def _reduction(call: ast.Call, fn: ast.FunctionDef) -> str | None:
-    """The reduction the default training call gets: a literal, or the default of the forward's parameter."""
+def _reduction(call: ast.Call, fn: ast.FunctionDef, mean_arm: bool = False) -> str | None:
+    """The reduction the default training call gets: a literal, 'mean' for the parameter on the arm a 'mean'
+    test takes, or the default of the forward's parameter."""
     node = _kw(call, "reduction")
     if node is None:
         return "mean"  # torch's default
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
+    if isinstance(node, ast.Name) and mean_arm and "reduction" in node.id:
+        return "mean"
     if isinstance(node, ast.Name):
         args = fn.args.args + fn.args.kwonlyargs
         defaults = [None] * (len(fn.args.args) - len(fn.args.defaults)) + list(fn.args.defaults)
@@ -91,6 +101,90 @@ def _reduction(call: ast.Call, fn: ast.FunctionDef) -> str | None:
             if arg.arg == node.id and isinstance(default, ast.Constant):
                 return str(default.value)
     return None
+
+
+def _str_consts(node: ast.AST) -> set[str] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return {str(e.value) for e in node.elts}  # type: ignore[attr-defined]
+    return None
+
+
+def _when_mean(test: ast.AST, param: str | None) -> bool | None:
+    """A test of the reduction parameter, evaluated for 'mean' (None: another test, or it depends on more)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = _when_mean(test.operand, param)
+        return None if v is None else not v
+    if isinstance(test, ast.BoolOp):
+        vals = [_when_mean(v, param) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in vals else (True if all(v is True for v in vals) else None)
+        return True if True in vals else (False if all(v is False for v in vals) else None)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and param):
+        return None
+    left, right, op = test.left, test.comparators[0], test.ops[0]
+    if isinstance(right, ast.Name) and right.id == param:
+        left, right = right, left
+    consts = _str_consts(right)
+    if not (isinstance(left, ast.Name) and left.id == param) or consts is None:
+        return None
+    if isinstance(op, (ast.Eq, ast.In, ast.Is)):
+        return "mean" in consts
+    if isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)):
+        return "mean" not in consts
+    return None
+
+
+def _on_mean_path(call: ast.AST, parents: dict[ast.AST, ast.AST], param: str | None) -> bool | None:
+    """Whether every test of the reduction around the call takes the call's arm for 'mean' (None: no such test)."""
+    seen, node = False, call
+    while node in parents:
+        parent, child = parents[node], node
+        node = parent
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            v = _when_mean(parent.test, param)
+            if v is None:
+                continue
+            seen = True
+            on_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+            if on_body != v:
+                return False
+    return True if seen else None
+
+
+def _mean_call(calls: list[ast.Call], fn: ast.FunctionDef, parents: dict[ast.AST, ast.AST]) -> tuple[ast.Call, bool]:
+    """The call a 'mean' loss reaches, read arm by arm of an ``if`` on the reduction (source order otherwise);
+    and whether an arm's test put it there."""
+    param = next((a.arg for a in fn.args.args + fn.args.kwonlyargs if "reduction" in a.arg), None)
+    ranked = [(c, _on_mean_path(c, parents, param)) for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset))]
+    for want in (True, None):
+        for c, v in ranked:
+            if v is want:
+                return c, bool(v)
+    return ranked[0][0], False
+
+
+def _positions(node: ast.AST, fn: ast.AST, depth: int = 0) -> bool:
+    """A count of every position (``targets.numel()``, ``B * T`` from a ``.size()``), never zero on a batch."""
+    if depth > 4 or any(isinstance(n, ast.Compare) for n in ast.walk(node)):
+        return False
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool) and node.value > 0
+    if isinstance(node, ast.Call):
+        return _name(node.func) in SIZES
+    if isinstance(node, ast.Subscript):
+        return _name(node.value) == "shape" or _positions(node.value, fn, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add)):
+        return _positions(node.left, fn, depth + 1) and _positions(node.right, fn, depth + 1)
+    if isinstance(node, ast.Name):
+        for a in ast.walk(fn):
+            if isinstance(a, ast.Assign) and any(node.id in _names(t) for t in a.targets):
+                whole = isinstance(a.targets[0], ast.Tuple) and (_name(a.value) == "shape" or (
+                    isinstance(a.value, ast.Call) and _name(a.value.func) == "size"))
+                return whole or _positions(a.value, fn, depth + 1)
+    return False
 
 
 def _tainted(fn: ast.AST, seed: str) -> set[str]:
@@ -133,8 +227,8 @@ def _fallback(arm: list[ast.stmt], loss_names: set[str]) -> dict[str, Any] | Non
     return None
 
 
-def _enclosing_guard(parent: ast.AST, child: ast.AST, watched: set[str],
-                     loss_names: set[str]) -> tuple[ast.AST, dict[str, Any] | None, str] | None:
+def _enclosing_guard(parent: ast.AST, child: ast.AST, watched: set[str], loss_names: set[str],
+                     fn: ast.AST, reduction: str | None) -> tuple[ast.AST, dict[str, Any] | None, str] | None:
     """The guard a node enclosing the call makes (``if``/conditional expression on the targets' values, a
     finite wrapper, a floored divisor): (node, fallback, words), or None when it is not one."""
     if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _tests_validity(parent.test,
@@ -153,6 +247,9 @@ def _enclosing_guard(parent: ast.AST, child: ast.AST, watched: set[str],
             and any(isinstance(c, ast.Call) and _name(c.func) in FLOORS for c in ast.walk(parent.right))):
         return parent, None, f"the loss is divided by a floored count: `{ast.unparse(parent.right)}` " \
                              f"(line {parent.lineno})"
+    if (reduction == "sum" and isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)
+            and child is parent.left and _positions(parent.right, fn)):
+        return parent, None, "the sum is " + ALL_POSITIONS.format(ast.unparse(parent.right), parent.lineno)
     return None
 
 
@@ -176,7 +273,7 @@ def _unfollowed_test(fn: ast.FunctionDef, watched: set[str]) -> ast.AST | None:
     return None
 
 
-def _post_guard(fn: ast.FunctionDef, loss: str, after: int) -> ast.AST | None:
+def _post_guard(fn: ast.FunctionDef, loss: str, after: int, reduction: str | None) -> tuple[ast.AST, str] | None:
     """A later assignment of the loss, or of a name made from it (``loss = loss_sum / n``), that makes it finite
     whatever the count (``nan_to_num``, ``where``, a floored divisor)."""
     for node in ast.walk(fn):
@@ -184,11 +281,16 @@ def _post_guard(fn: ast.FunctionDef, loss: str, after: int) -> ast.AST | None:
                 and any(isinstance(t, ast.Name) for t in node.targets)
                 and loss in _names(node.value)):
             called = {_name(c.func) for c in ast.walk(node.value) if isinstance(c, ast.Call)}
+            words = f"the loss is made finite afterwards (line {node.lineno}: {ast.unparse(node)[:100]})"
             if called & FINITE_WRAPPERS:
-                return node
-            if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Div) and any(
-                    isinstance(c, ast.Call) and _name(c.func) in FLOORS for c in ast.walk(node.value.right)):
-                return node
+                return node, words
+            div = isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Div)
+            if div and any(isinstance(c, ast.Call) and _name(c.func) in FLOORS
+                           for c in ast.walk(node.value.right)):  # type: ignore[attr-defined]
+                return node, words
+            if div and reduction == "sum" and _positions(node.value.right, fn):  # type: ignore[attr-defined]
+                right = node.value.right  # type: ignore[attr-defined]
+                return node, "the sum is afterwards " + ALL_POSITIONS.format(ast.unparse(right), node.lineno)
     return None
 
 
@@ -227,11 +329,11 @@ def analyze_model(text: str, file: str = source.GPT) -> dict[str, Any]:
     if not calls:
         return {"verdict": "unknown", "file": file, "line": forward.lineno,
                 "reason": f"{file}:{forward.lineno}: GPT.forward computes no cross_entropy(..., ignore_index=...)"}
-    call = calls[0]
+    parents = _parents(where)
+    call, mean_arm = _mean_call(calls, where, parents)
     qual = "GPT.forward" if where is forward else where.name
     at = f"{file}:{call.lineno}"
-    reduction = _reduction(call, where)
-    parents = _parents(where)
+    reduction = _reduction(call, where, mean_arm)
     stmt: ast.AST = call
     while stmt in parents and not isinstance(stmt, ast.stmt):
         stmt = parents[stmt]
@@ -246,7 +348,7 @@ def analyze_model(text: str, file: str = source.GPT) -> dict[str, Any]:
     while node in parents:
         parent, child = parents[node], node
         node = parent
-        guard = _enclosing_guard(parent, child, watched, loss_names)
+        guard = _enclosing_guard(parent, child, watched, loss_names, where, reduction)
         if guard is None:
             continue
         at_node, fallback, words = guard
@@ -262,10 +364,9 @@ def analyze_model(text: str, file: str = source.GPT) -> dict[str, Any]:
         test, fallback = early
         return _fixed(base, at, test.lineno, f"before it, when `{ast.unparse(test.test)}` (line {test.lineno})",
                       fallback, then=", the loss is")
-    post = _post_guard(where, next(iter(loss_names)), call.lineno)
+    post = _post_guard(where, next(iter(loss_names)), call.lineno, reduction)
     if post is not None:
-        return {**base, "verdict": "fixed", "guard_line": post.lineno,
-                "reason": f"{at}: the loss is made finite afterwards (line {post.lineno}: {ast.unparse(post)[:100]})"}
+        return {**base, "verdict": "fixed", "guard_line": post[0].lineno, "reason": f"{at}: {post[1]}"}
     unfollowed = _unfollowed_test(where, watched)
     if unfollowed is not None:
         return {**base, "verdict": "unknown", "guard_line": unfollowed.lineno,

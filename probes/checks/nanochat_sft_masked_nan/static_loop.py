@@ -185,6 +185,13 @@ class Lifted:
     names: frozenset[str]
     logged: str  # the name the loop keeps for logging (``train_loss``)
     lines: tuple[int, int]
+    pre: Any = None  # code object of the plain statements just before the loop (``train_loss = None``)
+    log: Any = None  # code object of what the printed loss is made of, ending in ``PRINTED = <the printed loss>``
+    printed: str | None = None  # the printed loss's expression (``debiased_smooth_loss``); None: no print found
+    constants: dict[str, Any] | None = None  # the script's top-level ``name = <literal>`` (``ema_beta = 0.9``)
+
+
+PRINTED = "__printed_loss__"
 
 
 class _FirstUse(ast.NodeVisitor):
@@ -223,29 +230,73 @@ def free_names(stmts: list[ast.stmt]) -> set[str]:
     return {n for n, use in seen.first.items() if use == "load" and not hasattr(builtins, n)}
 
 
+def _printed_loss(stmt: ast.stmt) -> ast.expr | None:
+    """The value a print formats after ``loss:`` (``print0(f"... | loss: {debiased_smooth_loss:.6f} | ...")``)."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.JoinedStr):
+            for before, part in zip(node.values, node.values[1:], strict=False):
+                if (isinstance(before, ast.Constant) and str(before.value).rstrip().endswith("loss:")
+                        and isinstance(part, ast.FormattedValue)):
+                    return part.value
+    return None
+
+
+def _slice(region: list[ast.stmt], expr: ast.expr) -> list[ast.stmt]:
+    """The statements of ``region`` the value of ``expr`` depends on (assignments, and the ``if``s around them)."""
+    needed, chosen = _names(expr), []
+    for stmt in reversed(region):
+        stored = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        if stored & needed:
+            chosen.insert(0, stmt)
+            needed |= _names(stmt)
+    return chosen
+
+
+def _constants(tree: ast.Module) -> dict[str, Any]:
+    return {t.id: stmt.value.value for stmt in tree.body if isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Constant) for t in stmt.targets if isinstance(t, ast.Name)}
+
+
 def lift_source(text: str, filename: str = "chat_sft.py") -> Lifted:
+    """The loop, the plain statements just before it, the optimizer step after it (up to ``zero_grad`` or, with
+    none there, the step itself) and, when the script prints a ``loss:``, the statements that make that value."""
     tree = ast.parse(text)
     loop = find_loop(tree)
     if loop is None:
         raise NotLiftable(f"{filename}: no micro-step loop")
     parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     body = getattr(parents.get(loop), "body", [])
-    after: list[ast.stmt] = []
-    for stmt in body[body.index(loop) + 1:]:
-        after.append(stmt)
-        if "zero_grad" in ast.unparse(stmt):
+    at = body.index(loop)
+    pre: list[ast.stmt] = []
+    for stmt in reversed(body[:at]):
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
             break
-    else:
-        raise NotLiftable(f"{filename}: no model.zero_grad(...) after the micro-step loop (line {loop.lineno})")
+        pre.insert(0, stmt)
+    rest = body[at + 1:]
+    printing = next((i for i, stmt in enumerate(rest) if _printed_loss(stmt) is not None), len(rest))
+    ends = [i for i, stmt in enumerate(rest[:printing]) if "zero_grad" in ast.unparse(stmt)] or [
+        i for i, stmt in enumerate(rest[:printing]) if any(
+            _call_name(c) == "step" and "optimizer" in ast.unparse(c) for c in ast.walk(stmt))][-1:]
+    if not ends:
+        raise NotLiftable(f"{filename}: no model.zero_grad(...) or optimizer step after the micro-step loop "
+                          f"(line {loop.lineno})")
+    after = rest[:ends[0] + 1]
+    expr = _printed_loss(rest[printing]) if printing < len(rest) else None
+    log: list[ast.stmt] = []
+    if expr is not None:
+        log = _slice(rest[ends[0] + 1:printing], expr)
+        log.append(ast.copy_location(ast.Assign(targets=[ast.Name(PRINTED, ast.Store())], value=expr),
+                                     rest[printing]))
     detach = next((n.targets[0].id for n in ast.walk(loop) if isinstance(n, ast.Assign)
                    and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
                    and n.value.func.attr == "detach" and isinstance(n.targets[0], ast.Name)), "train_loss")
 
     def code(stmts: list[ast.stmt]) -> Any:
-        return compile(ast.Module(body=stmts, type_ignores=[]), filename, "exec")
+        return compile(ast.fix_missing_locations(ast.Module(body=stmts, type_ignores=[])), filename, "exec")
 
-    return Lifted(code([loop]), code(after), frozenset(free_names([loop, *after])), detach,
-                  (loop.lineno, after[-1].end_lineno or after[-1].lineno))
+    return Lifted(code([loop]), code(after), frozenset(free_names([*pre, loop, *after, *log])), detach,
+                  (loop.lineno, after[-1].end_lineno or after[-1].lineno), code(pre), code(log),
+                  None if expr is None else ast.unparse(expr), _constants(tree))
 
 
 def lift(path: Path) -> Lifted:

@@ -12,7 +12,13 @@ How the shared words read for a nanochat tree:
   is anyone's code, so a right fix written another way must not be an
   ``error``; the suite and the real run still judge it. ``unknown`` (no tree,
   the runtime detector failed) and ``inconsistent`` (the readings disagree)
-  give ``error``.
+  give ``error`` -- except where the runtime detector says fixed and the
+  suite or the run fails: a wrong fix is the finding (``broken``), whatever
+  the static reading thinks.
+* the real run stands over a proxy: a failing n7 (the printed loss) in a
+  case the clean ``chat_sft.py`` run covered with finite ``loss:`` lines (a
+  step whose only / last micro-batch was all -1) counts ``n/a``, "proxy
+  disagrees with the run", named in the reason.
 * "guard" = **the SFT loop** in ``scripts/chat_sft.py``: present when its
   static reading finds a branch on the targets that keeps an all -1
   micro-batch from ``backward()`` (``loop.verdict == "guarded"``), or, where
@@ -43,6 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.checks.vocabulary import (
+    BehaviorCounts,
     GuardState,
     Training,
     Verdict,
@@ -79,23 +86,74 @@ def _train_problem(train: Training | None) -> str:
     return f"{WORDS.get(train.outcome, train.outcome)} in chat_sft.py ({train.label()}): {train.reason}"
 
 
-def _model_state(check: dict[str, Any]) -> tuple[ZooState, str, str, str]:
-    """``zoo_state``, except that a static abstention leaves the runtime detector's answer standing."""
+def _model_state(check: dict[str, Any], failing: bool) -> tuple[ZooState, str, str, str]:
+    """``zoo_state``, except that the runtime detector's answer stands where the static reading abstains, and
+    where it disagrees but the model, run fixed, fails its suite (``failing``): a wrong fix is then the finding
+    whatever the static reading thinks, not an inconsistency to investigate."""
     zoo, reason, static, runtime = zoo_state(check)
+    said = (step_result(check, "runtime") or {}).get("reason", "")
+    why = (check.get("static") or {}).get("reason", "")
     if zoo is ZooState.UNKNOWN and static == "unknown" and runtime in (ZooState.VULNERABLE, ZooState.FIXED):
-        said = (step_result(check, "runtime") or {}).get("reason", "")
-        why = (check.get("static") or {}).get("reason", "")
         return ZooState(runtime), f"runtime detector: {said}; the static reading abstained ({why})", static, runtime
+    if zoo is ZooState.INCONSISTENT and runtime == ZooState.FIXED and failing:
+        return (ZooState.FIXED, f"runtime detector: {said}; the static reading says {static} ({why}), but the "
+                                "tree's own GPT returned a finite loss and its suite fails", static, runtime)
     return zoo, reason, static, runtime
 
 
+# The suite tests that stand in for what chat_sft.py logs (test id -> its cases). A real run that logged finite
+# losses at a step of the case's shape contradicts a failing case: the run stands.
+PROXIES = {"n7-logged-loss-finite": {"ga1-masked": "the step's only micro-batch",
+                                     "ga2-last-masked": "the step's last micro-batch"}}
+
+
+def _covering(case: str, runs: list[dict[str, Any]]) -> str | None:
+    """Where a run logged a finite loss at a step shaped like ``case`` (and at every step after it)."""
+    for r in runs:
+        ga = r.get("gradient_accumulation_steps") or 0
+        if (ga == 1) != (case == "ga1-masked"):
+            continue
+        steps = r.get("steps") or []
+        for i, s in enumerate(steps):
+            mbs = s.get("micro_batches") or []
+            if mbs and mbs[-1].get("labels_left") == 0 and all(
+                    isinstance(t.get("logged_loss"), (int, float)) for t in steps[i:]):
+                return f"{r.get('name')} step {s.get('step')}"
+    return None
+
+
+def _overruled(tests: list[dict[str, Any]], train: Training | None,
+               check: dict[str, Any]) -> dict[str, str]:
+    """Failing proxy tests the real run contradicts, with the words saying so."""
+    runs = ((step_result(check, "train") or {}).get("runs") or []) if train is not None else []
+    if train is None or train.outcome != "clean" or not runs:
+        return {}
+    out = {}
+    for t in tests:
+        cases = ((t.get("details") or {}).get("cases") or {}) if t.get("outcome") == "fail" else {}
+        failed = [k for k, c in cases.items() if not c.get("ok")]
+        if t.get("id") not in PROXIES or not failed or any(k not in PROXIES[t["id"]] for k in failed):
+            continue
+        where = [(k, _covering(k, runs)) for k in failed]
+        if all(w for _, w in where):
+            out[t["id"]] = ("n/a: proxy disagrees with the run: chat_sft.py logged finite losses where "
+                            + ", ".join(f"{PROXIES[t['id']][k]} was all -1 ({w})" for k, w in where))
+    return out
+
+
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
-    zoo, zoo_reason, static, runtime = _model_state(check)
     counts, _ = behavior_counts(check)
     train = training(check)
     tests = (step_result(check, "behavior") or {}).get("tests") or []
+    overruled = _overruled(tests, train, check)
+    if overruled:
+        counts = BehaviorCounts(counts.passed, counts.failed - len(overruled), counts.na + len(overruled),
+                                tuple(f for f in counts.failing if f not in overruled))
+    note = "".join(f"; {k}: {w}" for k, w in overruled.items())
+    zoo, zoo_reason, static, runtime = _model_state(check, bool(counts.failed or _train_problem(train)))
 
     def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
+        reason += note
         return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
                        *reach(state, train, FAULT, SENT))
 
