@@ -257,12 +257,14 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the evaluation run
 
 
-def evaluate_logged(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any, kernel_name: str) -> dict[str, Any]:
+def evaluate_logged(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any, kernel_name: str,
+                    count: str) -> dict[str, Any]:
     """``trainer.evaluate(eval_dataset)`` after training, recorded per eval batch; its outcome and who caused it.
 
     ``calls`` is the list the check's recording appends each kernel call to (``labels_left``, ``n_items``,
     ``raw_loss``); ``kernel_name`` the kernel function's name, looked for in the traceback when evaluation
-    raises. Nothing on the route changes: a forward pre-hook on the model reads the count it was handed,
+    raises; ``count`` the keyword under which the trainer hands the model its count. Nothing on the route
+    changes: a forward pre-hook on the model reads the count it was handed,
     and the trainer's ``prediction_step`` is wrapped on the instance by a pass-through that keeps the loss
     it returns (what the trainer averages into ``eval_loss``).
     """
@@ -272,7 +274,7 @@ def evaluate_logged(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any
 
     def seen(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         if kwargs.get("labels") is not None and not forwards:
-            forwards.append({"count": count_repr(kwargs.get("num_items_in_batch"))})
+            forwards.append({"count": count_repr(kwargs.get(count))})
 
     def answered(module: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
         if forwards and "model_loss" not in forwards[0]:

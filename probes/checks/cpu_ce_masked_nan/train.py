@@ -163,7 +163,7 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]], evalu
             evaluation = ({"outcome": "n/a", "source": None, "symptom": "not evaluated: trainer.train() raised"}
                           if crashed is not None else
                           evaluate_logged(trainer, calls, masked_dataset(tokenizer, EVAL_EXAMPLES, EVAL_MASKED),
-                                          KERNEL_FRAME))
+                                          KERNEL_FRAME, "num_items_in_batch"))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     run = {"name": spec.name, "trainer": f"{SFTTrainer.__module__}.{SFTTrainer.__qualname__}",

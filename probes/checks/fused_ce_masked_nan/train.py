@@ -237,7 +237,7 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
             evaluation = ({"outcome": "n/a", "source": None, "symptom": "not evaluated: trainer.train() raised"}
                           if crashed is not None else
                           evaluate_logged(trainer, calls, masked_dataset(tokenizer, EVAL_EXAMPLES, EVAL_MASKED),
-                                          getattr(loss_fn, "__name__", "?")))
+                                          getattr(loss_fn, "__name__", "?"), COUNT))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     run = {
