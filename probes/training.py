@@ -259,6 +259,17 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def evaluate_logged(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any, kernel_name: str,
                     count: str) -> dict[str, Any]:
+    """See :func:`_evaluate`; a probe that cannot set the evaluation up is an ``error`` record, never a lost run."""
+    try:
+        return _evaluate(trainer, calls, eval_dataset, kernel_name, count)
+    except Exception as exc:  # the probe's own failure around evaluate(), not a finding
+        return {"outcome": "error", "source": None, "eval_loss": None,
+                "symptom": f"the evaluation probe failed: {type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
+
+
+def _evaluate(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any, kernel_name: str,
+              count: str) -> dict[str, Any]:
     """``trainer.evaluate(eval_dataset)`` after training, recorded per eval batch; its outcome and who caused it.
 
     ``calls`` is the list the check's recording appends each kernel call to (``labels_left``, ``n_items``,
