@@ -7,8 +7,13 @@ character-level tokenizer and a small in-memory dataset whose chosen
 examples have no trainable label, a batch-1 collator, a sampler that keeps
 the examples in order, JSON-safe numbers, and the judgement of a run from
 its per-step records (``clean``, ``nan-logged``, ``nan-weights``,
-``crash``) with the user-visible symptom in words. Knows no check: the name
-of the count a trainer hands the loss is the caller's (``count=``).
+``crash``) with the user-visible symptom in words, and the evaluation run
+after training (``trainer.evaluate()`` on an eval set with one fully masked
+batch): per eval batch the count that reached the model, the loss the
+trainer got, the check's kernel calls, and who produced a NaN ``eval_loss``
+(the check's kernel, or something else on the stack). Knows no check: the
+name of the count a trainer hands the loss is the caller's (``count=``), and
+so is the kernel's recording.
 
 Importing this module imports nothing heavy: torch, tokenizers,
 transformers and datasets are imported by the functions that need them, in
@@ -59,6 +64,12 @@ RUNS = (
     RunSpec("ga1", 1, 8, frozenset({3, 7})),
     RunSpec("ga2-all-masked-step", 2, 4, frozenset({2, 3, 5})),
 )
+
+
+# The evaluation set: batch 1, so the fully masked example is a fully masked eval batch between two
+# trainable ones (a NaN on it turns the trainer's mean ``eval_loss`` NaN; a 0.0 keeps it finite).
+EVAL_EXAMPLES = 3
+EVAL_MASKED = frozenset({1})
 
 
 class NotApplicable(Exception):
@@ -241,3 +252,136 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     micro = [m for r in runs for s in r["steps"] for m in s["micro_batches"]]
     return {"n_items_seen": sorted({m["n_items"] for m in micro}), "kernel_calls": len(micro),
             "masked_inputs": sorted({m["n_items"] for m in micro if m["labels_left"] == 0})}
+
+
+# ---------------------------------------------------------------- the evaluation run
+
+
+def evaluate_logged(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any, kernel_name: str,
+                    count: str) -> dict[str, Any]:
+    """See :func:`_evaluate`; a probe that cannot set the evaluation up is an ``error`` record, never a lost run."""
+    try:
+        return _evaluate(trainer, calls, eval_dataset, kernel_name, count)
+    except Exception as exc:  # the probe's own failure around evaluate(), not a finding
+        return {"outcome": "error", "source": None, "eval_loss": None,
+                "symptom": f"the evaluation probe failed: {type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
+
+
+def _evaluate(trainer: Any, calls: list[dict[str, Any]], eval_dataset: Any, kernel_name: str,
+              count: str) -> dict[str, Any]:
+    """``trainer.evaluate(eval_dataset)`` after training, recorded per eval batch; its outcome and who caused it.
+
+    ``calls`` is the list the check's recording appends each kernel call to (``labels_left``, ``n_items``,
+    ``raw_loss``); ``kernel_name`` the kernel function's name, looked for in the traceback when evaluation
+    raises; ``count`` the keyword under which the trainer hands the model its count. Nothing on the route
+    changes: a forward pre-hook on the model reads the count it was handed,
+    and the trainer's ``prediction_step`` is wrapped on the instance by a pass-through that keeps the loss
+    it returns (what the trainer averages into ``eval_loss``).
+    """
+    model = trainer.model
+    batches: list[dict[str, Any]] = []
+    forwards: list[dict[str, Any]] = []
+
+    def seen(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        if kwargs.get("labels") is not None and not forwards:
+            forwards.append({"count": count_repr(kwargs.get(count))})
+
+    def answered(module: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
+        if forwards and "model_loss" not in forwards[0]:
+            forwards[0]["model_loss"] = json_number(getattr(out, "loss", None))
+
+    step = trainer.prediction_step
+
+    def recorded(inner_model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        forwards.clear()
+        start = len(calls)
+        labels = inputs.get("labels")
+        out = step(inner_model, inputs, *args, **kwargs)
+        mine = calls[start:]
+        first = forwards[0] if forwards else {}
+        batches.append({
+            "batch": len(batches) + 1,
+            "labels_left": None if labels is None else int((labels[..., 1:] != IGNORE).sum()),
+            "count": first.get("count"), "model_loss": first.get("model_loss"),
+            "loss": json_number(out[0] if isinstance(out, tuple) else out),
+            "kernel_calls": [{"n_items": c["n_items"], "raw_loss": c["raw_loss"]} for c in mine],
+        })
+        return out
+
+    loss_function = getattr(model, "loss_function", None)  # the model's own loss (transformers >= 4.46)
+    named = f"{getattr(loss_function, '__module__', '?')}.{getattr(loss_function, '__qualname__', '?')}"
+    record: dict[str, Any] = {"examples": EVAL_EXAMPLES, "masked": sorted(EVAL_MASKED),
+                              "model_loss_function": named if callable(loss_function) else None}
+    hooks = [model.register_forward_pre_hook(seen, with_kwargs=True),
+             model.register_forward_hook(answered, with_kwargs=True)]
+    trainer.prediction_step = recorded
+    calls.clear()
+    try:
+        metrics = trainer.evaluate(eval_dataset=eval_dataset)
+    except Exception as exc:
+        metrics = None
+        record.update(eval_crash(exc, kernel_name))
+    finally:
+        for h in hooks:
+            h.remove()
+        del trainer.prediction_step
+        calls.clear()
+    record["batches"] = batches
+    record["kernel_calls"] = sum(len(b["kernel_calls"]) for b in batches)
+    record["masked_inputs"] = sorted({str(b["count"]) for b in batches if b["labels_left"] == 0})
+    if metrics is not None:
+        record["eval_loss"] = json_number(metrics.get("eval_loss"))
+        record.update(eval_outcome(record))
+    return record
+
+
+def eval_crash(exc: BaseException, kernel_name: str) -> dict[str, Any]:
+    """``evaluate()`` raised: a user's evaluation dies there. The kernel's when its frame is in the traceback."""
+    frames = {frame.f_code.co_name for frame, _ in traceback.walk_tb(exc.__traceback__)}
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    source = "kernel" if kernel_name in frames else "stack"
+    where = "inside the check's kernel" if source == "kernel" else "outside the check's kernel (a stack hazard)"
+    return {"outcome": "crash", "source": source, "eval_loss": None,
+            "symptom": f"trainer.evaluate() raised {type(exc).__name__}: {first} {where}",
+            "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]}
+
+
+def eval_outcome(record: dict[str, Any]) -> dict[str, Any]:
+    """``clean`` or ``nan-logged`` from an evaluation record, and who produced a NaN ``eval_loss``.
+
+    ``kernel``: the check's kernel answered a non-finite loss on some eval batch. ``stack``: it did not (it
+    was not called, or answered finite): the model's own loss, the trainer's loss, or the trainer's
+    averaging made the NaN -- a hazard of the stack, named as such, not of the kernel.
+    """
+    batches = record["batches"]
+    masked = [b for b in batches if b["labels_left"] == 0]
+    shown = "; ".join(f"batch {b['batch']} (no label left, count {b['count']} reached the model) gave loss "
+                      f"{b['loss']}" for b in masked) or "no fully masked eval batch"
+    if not nonfinite(record.get("eval_loss")):
+        return {"outcome": "clean", "source": None,
+                "symptom": f"eval_loss {record.get('eval_loss')} finite; {shown}"}
+    kernel_bad = [b for b in batches if any(nonfinite(c["raw_loss"]) for c in b["kernel_calls"])]
+    if kernel_bad:
+        b = kernel_bad[0]
+        n_items = next(c["n_items"] for c in b["kernel_calls"] if nonfinite(c["raw_loss"]))
+        left = f"{b['labels_left']} labels left" if b["labels_left"] else "no label left"
+        return {"outcome": "nan-logged", "source": "kernel",
+                "symptom": f"eval_loss NaN: the check's kernel answered NaN on eval batch {b['batch']} "
+                           f"(count {n_items} reached the kernel, {left})"}
+    bad = [b for b in batches if nonfinite(b["loss"])]
+    calls = sum(len(b["kernel_calls"]) for b in batches)
+    kernel = ("the check's kernel was not called during evaluation" if not calls
+              else "the check's kernel answered finite on every eval batch")
+    if not bad:
+        where = "the trainer's averaging of finite eval losses"
+    elif nonfinite(bad[0]["model_loss"]):
+        where = f"the model's own loss ({record.get('model_loss_function')})"
+    else:
+        where = "the trainer's loss computation (compute_loss)"
+    at = ""
+    if bad:
+        left = f"{bad[0]['labels_left']} labels left" if bad[0]["labels_left"] else "no label left"
+        at = f" on eval batch {bad[0]['batch']} (count {bad[0]['count']} reached the model, {left})"
+    return {"outcome": "nan-logged", "source": "stack",
+            "symptom": f"eval_loss NaN from {where}{at}; {kernel}: a stack hazard, not this check's kernel"}

@@ -33,6 +33,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_default_matrix.py",  # 385
     "tests/faults/test_real_faults.py",  # 210
     "tests/integration/test_exit_codes.py",  # 115
+    "tests/integration/test_eval_route.py",  # 100: two cells, one zoo backport at the floor and middle stacks
     "tests/integration/test_train_real.py",  # 70
     "tests/integration/test_none_only_zoo.py",  # 70
     "tests/scan/test_confirm_integration.py",  # 60

@@ -283,3 +283,30 @@ class PairTarget:
 
 # The subject of the checks whose hazard sits between unsloth and unsloth_zoo wheels.
 UNSLOTH_WITH_ZOO = Subject({"unsloth": "unsloth", "unsloth_zoo": "zoo"})
+
+
+def evaluation_details(train: dict[str, Any], count: str) -> StepDetails:
+    """The evaluation run of a training step's payload (``train["evaluation"]``, ``probes/training.py``):
+    a line with ``eval_loss`` and who made a NaN, a separate ``stack hazard`` line when the NaN is not the
+    check's kernel's, and one row per eval batch. ``count`` names the count column. Nothing without a run."""
+    ev = as_dict(train.get("evaluation"))
+    if not ev:
+        return StepDetails()
+    outcome = ev.get("outcome")
+    who = {"kernel": "from this check's kernel", "stack": "not from this check's kernel"}.get(ev.get("source"), "")
+    line = f"`trainer.evaluate()` after training: {outcome}, eval_loss {ev.get('eval_loss')}"
+    items = [("evaluation", f"{line} ({who}): {ev.get('symptom')}" if who else f"{line}: {ev.get('symptom')}")]
+    if outcome in ("nan-logged", "crash") and ev.get("source") != "kernel":
+        items.append(("stack hazard", f"{ev.get('symptom')}"))
+    rows, bad = [], set()
+    for i, raw in enumerate(b for b in ev.get("batches") or [] if isinstance(b, dict)):
+        calls = [as_dict(c) for c in raw.get("kernel_calls") or []]
+        kernel = ", ".join(f"{c.get('n_items')} -> {c.get('raw_loss')}" for c in calls) or "not called"
+        rows.append((str(raw.get("batch")), str(raw.get("labels_left")), str(raw.get("count")), kernel,
+                     str(raw.get("loss"))))
+        if isinstance(raw.get("loss"), str):  # a non-finite loss is written as its name
+            bad.add((i, 4))
+    tables = (DetailTable("Evaluation run, by eval batch", ("eval batch", "labels left", count,
+                                                            "kernel calls (count -> loss)", "loss"),
+                          tuple(rows), code=frozenset(), bad=frozenset(bad)),) if rows else ()
+    return StepDetails(items=tuple(items), tables=tables)

@@ -41,9 +41,11 @@ class Reach(str, enum.Enum):
 
     Judged for the failing guard states only (a passing state has no reach):
 
-    * ``exposed`` -- the run shows the symptom (NaN logged loss, non-finite weights, or a crash);
+    * ``exposed`` -- the run shows the symptom (NaN logged loss, non-finite weights, or a crash), or
+      its evaluation (``trainer.evaluate()`` after it) does through the check's kernel;
     * ``latent`` -- the run reached the kernel with fully masked micro-batches and stayed clean: the
-      trainer of this stack does not send the input that breaks the kernel (the reason names both);
+      trainer of this stack does not send the input that breaks the kernel (the reason names both). An
+      evaluation that fails apart from the kernel leaves it latent and is named a stack hazard;
     * ``unknown`` -- no run on that route, or the run could not run: no evidence, treated like exposed.
     """
 
@@ -87,9 +89,48 @@ class BehaviorCounts:
         return text
 
 
+# What an evaluation run (``trainer.evaluate()`` after training) can show; who made a NaN ``eval_loss``.
+EVAL_OUTCOMES = ("clean", "nan-logged", "crash", "n/a", "error")
+EVAL_SOURCES = ("kernel", "stack")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The evaluation run on the check's training route, as the verdict uses it.
+
+    ``source`` says who produced a failing evaluation: ``kernel`` (the check's kernel answered NaN, or
+    raised, on an eval batch) or ``stack`` (anything else: the model's own loss, the trainer's loss or
+    its averaging -- a hazard of the trainer stack, never blamed on the check's kernel).
+    """
+
+    outcome: str = "n/a"  # one of EVAL_OUTCOMES
+    reason: str = ""
+    source: str | None = None  # one of EVAL_SOURCES for a failing evaluation, else None
+    eval_loss: float | str | None = None
+    kernel_calls: int | None = None  # calls of the check's kernel during evaluation
+    masked_inputs: tuple[str, ...] = ()  # the counts the model got on eval batches with no label left
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in SYMPTOM_OUTCOMES
+
+    @property
+    def kernel_failed(self) -> bool:
+        """The check's kernel made the evaluation fail: judged like a failing training run."""
+        return self.failed and self.source == "kernel"
+
+    @property
+    def stack_hazard(self) -> bool:
+        """The evaluation fails, and not through the check's kernel: reported apart, as a stack hazard."""
+        return self.failed and self.source != "kernel"
+
+    def label(self) -> str:
+        return f"eval_loss {self.eval_loss}" if self.outcome == "nan-logged" else self.outcome
+
+
 @dataclass(frozen=True)
 class Training:
-    """The training run's outcome, as the verdict uses it."""
+    """The training run's outcome, as the verdict uses it; ``evaluation`` the evaluation run after it."""
 
     outcome: str = "n/a"  # one of TRAINING_OUTCOMES
     reason: str = "no training probe in this check"
@@ -97,16 +138,22 @@ class Training:
     kernel_calls: int | None = None  # calls of the check's kernel during the run (None: not recorded)
     masked_inputs: tuple[str, ...] = ()  # the counts the kernel received on micro-batches with no label left
     stack: str = ""  # "transformers X, TRL Y": the trainer stack the run used
+    evaluation: Evaluation | None = None
 
     def label(self) -> str:
         if self.outcome in ("nan-logged", "nan-weights") and self.first_nan_step is not None:
-            return f"{self.outcome} from step {self.first_nan_step}"
-        return self.outcome
+            text = f"{self.outcome} from step {self.first_nan_step}"
+        else:
+            text = self.outcome
+        if self.evaluation is not None and self.evaluation.kernel_failed:
+            text += f", evaluation {self.evaluation.label()}"
+        return text
 
     @property
     def failed(self) -> bool:
-        """The run shows what a user would see: a NaN logged or stored, or a crash inside the trainer."""
-        return self.outcome in SYMPTOM_OUTCOMES
+        """What a user would see, through the check's kernel: a NaN logged or stored, a crash inside the
+        trainer, or an evaluation that the kernel turned NaN (or crashed)."""
+        return self.outcome in SYMPTOM_OUTCOMES or (self.evaluation is not None and self.evaluation.kernel_failed)
 
     @property
     def reached_masked(self) -> bool:
@@ -225,9 +272,30 @@ def training(check: dict[str, Any]) -> Training | None:
     versions = r.get("versions") if isinstance(r.get("versions"), dict) else {}
     stack = ", ".join(f"{label} {versions[k]}" for k, label in (("transformers", "transformers"), ("trl", "TRL"))
                       if versions.get(k))
-    return Training(outcome, str(r.get("reason") or outcome), first if isinstance(first, int) else None,
-                    calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
-                    tuple(str(m) for m in masked) if isinstance(masked, list) else (), stack)
+    ev = evaluation(r.get("evaluation"))
+    reason = str(r.get("reason") or outcome)
+    if ev is not None and ev.kernel_failed:
+        reason += f"; evaluation: {ev.reason}"
+    return Training(outcome, reason, first if isinstance(first, int) else None, _count(calls),
+                    tuple(str(m) for m in masked) if isinstance(masked, list) else (), stack, ev)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def evaluation(raw: Any) -> Evaluation | None:
+    """A training step's ``evaluation`` record as an :class:`Evaluation`; None when the run recorded none."""
+    if not isinstance(raw, dict):
+        return None
+    outcome = raw.get("outcome") if raw.get("outcome") in EVAL_OUTCOMES else "error"
+    source = raw.get("source") if raw.get("source") in EVAL_SOURCES else None
+    loss = raw.get("eval_loss")
+    masked = raw.get("masked_inputs")
+    return Evaluation(outcome, str(raw.get("symptom") or outcome), source,
+                      loss if isinstance(loss, (float, int, str)) and not isinstance(loss, bool) else None,
+                      _count(raw.get("kernel_calls")),
+                      tuple(str(m) for m in masked) if isinstance(masked, list) else ())
 
 
 def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}") -> tuple[Reach | None, str]:
@@ -246,6 +314,10 @@ def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}
     if train is None:
         return Reach.UNKNOWN, "this check has no training run for its route; treated as exposed"
     if train.failed:
+        ev = train.evaluation
+        if train.outcome not in SYMPTOM_OUTCOMES and ev is not None:  # the evaluation alone shows it
+            return Reach.EXPOSED, (f"the training run on this cell{stack} stayed clean, but its evaluation "
+                                   f"(trainer.evaluate()) shows it: {ev.reason}")
         return Reach.EXPOSED, f"a real training run on this cell{stack} shows it ({train.label()})"
     if train.outcome != "clean":
         return Reach.UNKNOWN, (f"the training run on this cell{stack} gave no evidence ({train.outcome}: "
@@ -256,10 +328,25 @@ def reach(guard: GuardState, train: Training | None, fault: str, sent: str = "{}
     given = sent.format(" or ".join(train.masked_inputs))
     if guard is GuardState.BROKEN:
         return Reach.LATENT, (f"the training run on this cell{stack} stayed finite ({given} at the fully masked "
-                              "micro-batches); the guard's defect shows on direct calls")
+                              "micro-batches); the guard's defect shows on direct calls" + _eval_note(train, sent))
     return Reach.LATENT, (f"the trainer on this cell's stack{stack} sent {given} at every fully masked "
                           "micro-batch and its logged loss stayed finite, so its SFT runs are not affected; "
-                          f"the kernel still misbehaves on {fault}")
+                          f"the kernel still misbehaves on {fault}" + _eval_note(train, sent))
+
+
+def _eval_note(train: Training, sent: str) -> str:
+    """What the evaluation run adds to a latent reach: finite, off the kernel's route, or a stack hazard."""
+    ev = train.evaluation
+    if ev is None:
+        return ""
+    if ev.stack_hazard:
+        return f"; evaluation on this stack fails apart from this kernel (stack hazard: {ev.reason})"
+    if ev.outcome != "clean":
+        return f"; evaluation gave no evidence ({ev.outcome}: {ev.reason})"
+    if not ev.kernel_calls:
+        return "; its evaluation (trainer.evaluate()) stayed finite and does not call this kernel"
+    given = sent.format(" or ".join(ev.masked_inputs)) if ev.masked_inputs else "a count"
+    return f"; its evaluation (trainer.evaluate()) sent {given} at the fully masked eval batch and stayed finite"
 
 
 def replaced_on_fixed_zoo(what: str, extra: str = "") -> tuple[GuardState, str]:

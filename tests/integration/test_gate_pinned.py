@@ -19,15 +19,26 @@ def states(report: dict, check: str) -> dict[str, str]:
     return {c["cell_id"]: c["verdicts"][check]["guard"] for c in report["cells"]}
 
 
-def test_gate_on_a_fixed_floor_passes_with_a_latent_warning_and_strict_fails_it(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def fixed_floor(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path, dict, str]:
+    """``nox -s gate`` of unsloth 2026.10.9: zoo 2026.10.9 at the floor and the newest stack it admits; its
+    report and Markdown read at once (a later ``--strict`` run writes into the same folder)."""
+    out = tmp_path_factory.mktemp("fixed-floor")
+    proc = run_nox(out / "envs", "-s", "gate", "--", "--unsloth", UNSLOTH, "--below", "0", out=out)
+    gate = out / "gate"
+    report = json.loads((gate / "report.json").read_text()) if (gate / "report.json").is_file() else {}
+    markdown = (gate / "report.md").read_text() if (gate / "report.md").is_file() else ""
+    return proc, out, report, markdown
+
+
+def test_gate_on_a_fixed_floor_passes_with_a_latent_warning_and_strict_fails_it(fixed_floor) -> None:
     # unsloth 2026.10.9 admits zoo >= 2026.10.9: the fused kernel carries the fix there. zoo's CPU-backend
     # kernel of that release still returns NaN for an all-masked batch with no count, and nothing guards it;
     # but the CPU backend's SFTTrainer sends a count (tensor(0)) at fully masked steps, at both ends of the stack
     # range the candidate admits (the gate crosses the floor and the newest transformers/TRL): latent, a
     # warning that passes the default gate (exit 0) and fails --strict (exit 1).
-    proc = run_nox(tmp_path / "envs", "-s", "gate", "--", "--unsloth", UNSLOTH, "--below", "0", out=tmp_path)
+    proc, tmp_path, report, _ = fixed_floor
     assert proc.returncode == 0, explain(proc)
-    report = json.loads((tmp_path / "gate" / "report.json").read_text())
     ids = [c["cell_id"] for c in report["cells"]]
     assert ids == [f"candidate__z{UNSLOTH}__floor", f"candidate__z{UNSLOTH}__newest"]
     assert set(states(report, FUSED).values()) == {"not-needed"}
@@ -45,6 +56,45 @@ def test_gate_on_a_fixed_floor_passes_with_a_latent_warning_and_strict_fails_it(
                      out=tmp_path)
     assert strict.returncode == 1, explain(strict)
     assert "gate: exit 1" in strict.stdout
+
+
+def _train(cell: dict, check: str) -> dict:
+    return next(s for s in cell["checks"][check]["steps"] if s["name"] == "train")["result"]
+
+
+def test_evaluation_on_the_floor_and_newest_stacks(fixed_floor) -> None:
+    # Issue 27, item 5: trainer.evaluate() after training, on an eval set whose middle batch has no label left.
+    # transformers 4.52.4's prediction_step hands compute_loss no count (5.x counts the shifted labels), and
+    # zoo's CPU backend turns its chunked CE on only for a training step with gradients: in evaluation the
+    # model's stock forward computes the loss, transformers' ForCausalLMLoss, a mean over no label = NaN. So
+    # on the floor eval_loss is NaN, and not through this check's kernel (never called in evaluation): a
+    # stack hazard, named, while the kernel's reach stays latent (the gate still passes). With TRL 1.15 the
+    # evaluation goes through TRL's own loss, which floors the count: finite. The fused check's model calls
+    # zoo's fused entry in evaluation too; zoo 2026.10.9 answers 0.0 for None and tensor(0) alike.
+    proc, _, report, markdown = fixed_floor
+    assert proc.returncode == 0, explain(proc)
+    floor, newest = (c for c in report["cells"])  # floor first (the ids are checked above)
+    assert floor["cell_id"].endswith("__floor") and newest["cell_id"].endswith("__newest")
+    ev = _train(floor, CPU)["evaluation"]
+    assert (ev["outcome"], ev["source"], ev["eval_loss"], ev["kernel_calls"]) == ("nan-logged", "stack", "nan", 0)
+    assert [b["count"] for b in ev["batches"]] == ["None"] * 3
+    assert [b["loss"] for b in ev["batches"]][1] == "nan" and ev["masked_inputs"] == ["None"]
+    assert ev["model_loss_function"] == "transformers.loss.loss_utils.ForCausalLMLoss"
+    assert "a stack hazard, not this check's kernel" in ev["symptom"]
+    v = floor["verdicts"][CPU]
+    assert (v["guard"], v["reach"], v["gate_fail"], v["gate_warn"]) == ("missing", "latent", False, True)
+    assert "stack hazard" in v["reach_reason"] and v["training"]["evaluation"]["source"] == "stack"
+    assert "stack hazard" in markdown
+    ev = _train(newest, CPU)["evaluation"]
+    assert (ev["outcome"], ev["source"], ev["kernel_calls"]) == ("clean", None, 0)
+    assert isinstance(ev["eval_loss"], float) and ev["batches"][1]["loss"] == 0.0
+    v = newest["verdicts"][CPU]
+    assert v["reach"] == "latent" and "stack hazard" not in v["reach_reason"]
+    for cell, sent in ((floor, "None"), (newest, "tensor(0)")):
+        ev = _train(cell, FUSED)["evaluation"]
+        assert (ev["outcome"], ev["kernel_calls"], ev["masked_inputs"]) == ("clean", 3, [sent]), ev
+        assert ev["batches"][1]["kernel_calls"] == [{"n_items": sent, "raw_loss": 0.0}]
+        assert cell["verdicts"][FUSED]["guard"] == "not-needed"
 
 
 def test_gate_fails_a_candidate_whose_floor_is_vulnerable(tmp_path: Path) -> None:

@@ -153,3 +153,20 @@ def test_guard_on_old_zoo_trains_clean(old_zoo: list[dict]) -> None:
     masked = [s for run in result["runs"] for s in run["steps"] if s["labels_left"] == 0]
     assert masked and all(s["logged_loss"] == 0.0 for s in masked)
     assert all(s["num_items_in_batch"] == "tensor(0)" for s in masked)  # the trainer's 0 reached the guard
+
+
+def test_evaluation_nan_on_the_old_zoo_is_its_kernels_and_the_guard_or_the_fix_keeps_it_finite(
+        old_zoo: list[dict], new_zoo: dict) -> None:
+    # trainer.evaluate() after the GA 1 run, batch 1, the middle eval batch with no label left. Whatever count
+    # this stack's prediction step hands the model (None before transformers 4.57, the label count after), zoo
+    # 2026.9.3's fused entry divides the empty batch's zero sum by zero: its own NaN, not the stack's.
+    ev = old_zoo[0]["evaluation"]
+    assert (ev["outcome"], ev["source"], ev["eval_loss"], ev["kernel_calls"]) == ("nan-logged", "kernel", "nan", 3)
+    first, masked, last = ev["batches"]
+    assert masked["labels_left"] == 0 and [c["raw_loss"] for c in masked["kernel_calls"]] == ["nan"]
+    assert finite(first["loss"]) and finite(last["loss"]) and first["labels_left"] > 0
+    assert ev["symptom"].startswith("eval_loss NaN: the check's kernel answered NaN on eval batch 2")
+    for result in (old_zoo[1], new_zoo):  # our guard on zoo 2026.9.3; zoo 2026.10.9's own fix
+        ev = result["evaluation"]
+        assert (ev["outcome"], ev["source"], ev["kernel_calls"]) == ("clean", None, 3), ev["symptom"]
+        assert finite(ev["eval_loss"]) and ev["batches"][1]["loss"] == 0.0

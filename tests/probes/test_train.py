@@ -146,3 +146,73 @@ def test_config_passes_only_fields_the_class_has() -> None:
 def test_config_without_the_nan_filter_switch_is_not_applicable() -> None:
     with pytest.raises(train.NotApplicable, match="logging_nan_inf_filter"):
         train._config(OldArgs, "/tmp/out", train.RUNS[0], "cpu")
+
+
+# ---------------------------------------------------------------- the evaluation run's outcome
+
+
+def eval_batch(n: int, left: int, loss: object, *, count: str = "None", model_loss: object = "same",
+               kernel: list | None = None) -> dict:
+    return {"batch": n, "labels_left": left, "count": count, "loss": loss,
+            "model_loss": loss if model_loss == "same" else model_loss,
+            "kernel_calls": [{"n_items": count, "raw_loss": k} for k in (kernel or [])]}
+
+
+def eval_record(eval_loss: object, *batches: dict) -> dict:
+    return {"eval_loss": eval_loss, "batches": list(batches),
+            "model_loss_function": "transformers.loss.loss_utils.ForCausalLMLoss"}
+
+
+def test_an_eval_nan_the_kernel_answered_is_the_kernels() -> None:
+    out = training.eval_outcome(eval_record("nan", eval_batch(1, 13, 4.0, kernel=[4.0]),
+                                            eval_batch(2, 0, "nan", kernel=["nan"])))
+    assert (out["outcome"], out["source"]) == ("nan-logged", "kernel")
+    assert out["symptom"] == ("eval_loss NaN: the check's kernel answered NaN on eval batch 2 "
+                              "(count None reached the kernel, no label left)")
+
+
+def test_an_eval_nan_from_the_models_own_loss_is_a_stack_hazard_named_by_its_function() -> None:
+    # the cpu backend's route: evaluation runs the stock forward, the kernel is never called
+    out = training.eval_outcome(eval_record("nan", eval_batch(1, 13, 4.0), eval_batch(2, 0, "nan")))
+    assert (out["outcome"], out["source"]) == ("nan-logged", "stack")
+    assert out["symptom"] == ("eval_loss NaN from the model's own loss (transformers.loss.loss_utils.ForCausalLMLoss) "
+                              "on eval batch 2 (count None reached the model, no label left); the check's kernel "
+                              "was not called during evaluation: a stack hazard, not this check's kernel")
+
+
+def test_an_eval_nan_the_kernel_did_not_answer_is_not_blamed_on_it() -> None:
+    # the kernel answered 0.0 on the masked batch, but the trainer's own loss turned it NaN
+    trainer_loss = training.eval_outcome(eval_record(
+        "nan", eval_batch(2, 0, "nan", model_loss=0.0, kernel=[0.0])))
+    assert trainer_loss["source"] == "stack"
+    assert "the trainer's loss computation (compute_loss)" in trainer_loss["symptom"]
+    assert "the check's kernel answered finite on every eval batch" in trainer_loss["symptom"]
+    averaging = training.eval_outcome(eval_record("nan", eval_batch(1, 13, 4.0, kernel=[4.0])))
+    assert averaging["source"] == "stack" and "the trainer's averaging" in averaging["symptom"]
+
+
+def test_a_finite_eval_loss_is_clean_and_shows_the_masked_batch() -> None:
+    out = training.eval_outcome(eval_record(2.5, eval_batch(1, 13, 4.0), eval_batch(2, 0, 0.0, count="tensor(0)")))
+    assert (out["outcome"], out["source"]) == ("clean", None)
+    assert out["symptom"] == ("eval_loss 2.5 finite; batch 2 (no label left, count tensor(0) reached the model) "
+                              "gave loss 0.0")
+
+
+def test_an_eval_crash_is_the_kernels_when_its_frame_is_in_the_traceback() -> None:
+    def recorded_kernel_call() -> None:
+        raise ZeroDivisionError("0 / 0")
+
+    def trainer_loss() -> None:
+        recorded_kernel_call()
+
+    for fn, source in ((trainer_loss, "kernel"), (lambda: 1 / 0, "stack")):
+        try:
+            fn()
+        except ZeroDivisionError as exc:
+            out = training.eval_crash(exc, "recorded_kernel_call")
+        assert (out["outcome"], out["source"], out["eval_loss"]) == ("crash", source, None)
+        assert out["symptom"].startswith("trainer.evaluate() raised ZeroDivisionError")
+
+
+def test_the_eval_set_has_a_fully_masked_batch_between_trainable_ones() -> None:
+    assert min(training.EVAL_MASKED) > 0 and max(training.EVAL_MASKED) < training.EVAL_EXAMPLES - 1

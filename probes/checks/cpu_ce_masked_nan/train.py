@@ -33,6 +33,8 @@ from collections import Counter
 from typing import Any
 
 from probes.training import (
+    EVAL_EXAMPLES,
+    EVAL_MASKED,
     IGNORE,
     RUNS,
     SEED,
@@ -42,6 +44,7 @@ from probes.training import (
     collate,
     count_repr,
     crash_record,
+    evaluate_logged,
     in_order,
     json_number,
     masked_dataset,
@@ -61,6 +64,10 @@ ROUTE = ("zoo CPU backend: FastLanguageModel + patched SFTTrainer -> "
 ARG_NAMES = ("hidden", "weight", "labels", "num_items_in_batch")  # the kernel's leading parameters
 
 
+# The recording pass-through's name: its frame in a traceback means the kernel (zoo's, or whatever replaced it) raised.
+KERNEL_FRAME = "recorded_kernel_call"
+
+
 class TrainCrashed(Exception):
     """``trainer.train()`` raised: a user's run crashes the same way."""
 
@@ -68,7 +75,7 @@ class TrainCrashed(Exception):
 def _recording(original: Any, calls: list[dict[str, Any]]) -> Any:
     """A pass-through that calls ``original`` unchanged and records what reached it."""
 
-    def recorded(*args: Any, **kwargs: Any) -> Any:
+    def recorded_kernel_call(*args: Any, **kwargs: Any) -> Any:
         loss = original(*args, **kwargs)
         seen = {**dict(zip(ARG_NAMES, args, strict=False)), **kwargs}
         ignore = seen.get("ignore_index", IGNORE)
@@ -84,14 +91,14 @@ def _recording(original: Any, calls: list[dict[str, Any]]) -> Any:
         })
         return loss
 
-    recorded.__wrapped__ = original  # type: ignore[attr-defined]
-    return recorded
+    recorded_kernel_call.__wrapped__ = original  # type: ignore[attr-defined]
+    return recorded_kernel_call
 
 
 def _config(config_cls: type, output_dir: str, spec: RunSpec) -> Any:
     fields = {f.name for f in dataclasses.fields(config_cls)}
     wanted: dict[str, Any] = dict(
-        output_dir=output_dir, per_device_train_batch_size=1,
+        output_dir=output_dir, per_device_train_batch_size=1, per_device_eval_batch_size=1,
         gradient_accumulation_steps=spec.gradient_accumulation_steps, max_steps=spec.max_steps,
         learning_rate=1e-3, logging_steps=1, logging_nan_inf_filter=False, report_to=[], save_strategy="no",
         seed=SEED, data_seed=SEED, dataloader_num_workers=0, disable_tqdm=True, max_grad_norm=1.0,
@@ -105,8 +112,11 @@ def _config(config_cls: type, output_dir: str, spec: RunSpec) -> Any:
     return config_cls(**{k: v for k, v in wanted.items() if k in fields})
 
 
-def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """Load the saved model through the backend, train it once; the run's record and outcome."""
+def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]], evaluate: bool = False) -> dict[str, Any]:
+    """Load the saved model through the backend, train it once; the run's record and outcome.
+
+    With ``evaluate``, the trained model is then evaluated (``evaluation`` in the record).
+    """
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import SFTConfig, SFTTrainer
@@ -148,6 +158,12 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
             trainer.remove_callback(quiet)
         calls.clear()
         crashed = train_logged(trainer, steps)
+        evaluation = None
+        if evaluate:
+            evaluation = ({"outcome": "n/a", "source": None, "symptom": "not evaluated: trainer.train() raised"}
+                          if crashed is not None else
+                          evaluate_logged(trainer, calls, masked_dataset(tokenizer, EVAL_EXAMPLES, EVAL_MASKED),
+                                          KERNEL_FRAME, "num_items_in_batch"))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     run = {"name": spec.name, "trainer": f"{SFTTrainer.__module__}.{SFTTrainer.__qualname__}",
@@ -158,6 +174,8 @@ def train_once(spec: RunSpec, model_dir: str, calls: list[dict[str, Any]]) -> di
            "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0], "steps": steps}
     run.update(run_outcome(steps, "num_items_in_batch", "the kernel") if crashed is None
                else crash_record(crashed, steps))
+    if evaluation is not None:
+        run["evaluation"] = evaluation
     return run
 
 
@@ -203,7 +221,7 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
         result["kernel_object"] = f"{getattr(original, '__module__', '?')}.{getattr(original, '__qualname__', '?')}"
         save_model(model_dir)
         setattr(ops, kernel.FUNCTION, _recording(original, calls))
-        runs = [train_once(spec, model_dir, calls) for spec in RUNS]
+        runs = [train_once(spec, model_dir, calls, evaluate=i == 0) for i, spec in enumerate(RUNS)]
     except NotApplicable as exc:
         result.update(outcome="n/a", reason=f"n/a: {exc}", **empty)
     except Exception as exc:  # the probe itself could not set up: not a finding
@@ -211,9 +229,10 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
                       error=traceback.format_exc(limit=40), **empty)
     else:
         worst = max(runs, key=lambda r: SEVERITY[r["outcome"]])
+        evaluation = runs[0].pop("evaluation", None)
         result.update(outcome=worst["outcome"], first_nan_step=worst["first_nan_step"],
                       nan_until_end=worst["nan_until_end"], runs=runs, **summary(runs),
-                      reason="; ".join(f"{r['name']}: {r['symptom']}" for r in runs))
+                      reason="; ".join(f"{r['name']}: {r['symptom']}" for r in runs), evaluation=evaluation)
     finally:
         if ops is not None and original is not None:
             setattr(ops, kernel.FUNCTION, original)

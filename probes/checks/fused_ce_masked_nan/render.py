@@ -2,14 +2,16 @@
 
 Stdlib only (``reports/`` imports it). From the ``guard`` step: whether
 zoo's forward was replaced after ``import unsloth`` and whether the
-all-masked call was finite, with the call's outcome by route.
+all-masked call was finite, with the call's outcome by route. From the
+``train`` step: the evaluation run after training, by eval batch, with a NaN
+``eval_loss`` that is not the kernel's named a stack hazard on its own line.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.capabilities import StepDetails, as_dict, routes_table, step_payload, yes_no
+from probes.checks.capabilities import StepDetails, as_dict, evaluation_details, routes_table, step_payload, yes_no
 
 # The count a trainer hands the loss, as this check's training steps record it (``train.py``).
 TRAIN_COUNT = "num_items_in_batch"
@@ -17,12 +19,13 @@ TRAIN_COUNT = "num_items_in_batch"
 
 def details(section: dict[str, Any]) -> StepDetails:
     """See ``StepRenderer.details``."""
+    evaluated = evaluation_details(step_payload(section, "train"), TRAIN_COUNT)
     g = step_payload(section, "guard")
     if not g:
-        return StepDetails()
+        return evaluated
     original = as_dict(g.get("forward")).get("original")
     replaced = "unknown" if original is None else ("no (zoo's own)" if original else "yes")
     item = ("guard probe", f"forward replaced after `import unsloth`: {replaced}; "
                            f"all-masked call finite: {yes_no(g.get('all_masked_finite'))}")
     tables = routes_table(g.get("routes"))
-    return StepDetails(items=(item,), tables=tables)
+    return StepDetails(items=(item, *evaluated.items), tables=(*tables, *evaluated.tables))

@@ -24,6 +24,13 @@ history, non-finite parameters after the step, and the autograd node of each
 kernel call. Everything is recorded, nothing is assumed: which batch sampler
 the trainer used and whether it computed the count are part of the result.
 
+After the first run's training, the same trainer evaluates a three-example
+eval set at batch 1 whose middle batch has no label left
+(``trainer.evaluate()``; the model's loss is zoo's entry in evaluation too, as
+in unsloth's generated forwards): the result's ``evaluation`` records the
+count each eval batch handed the model and the loss, ``eval_loss``, and
+whether a NaN there came from zoo's entry or from elsewhere on the stack.
+
 ``FastLanguageModel`` cannot load a model on CPU (under ``UNSLOTH_ALLOW_CPU=1``
 unsloth keeps its GPU code path), so on CPU the probe drives the loss itself
 and says so in ``fast_language_model``. The model, tokenizer and data are
@@ -43,6 +50,8 @@ from collections import Counter
 from typing import Any
 
 from probes.training import (
+    EVAL_EXAMPLES,
+    EVAL_MASKED,
     RUNS,
     SEED,
     SEVERITY,
@@ -51,6 +60,7 @@ from probes.training import (
     char_tokenizer,
     collate,
     crash_record,
+    evaluate_logged,
     in_order,
     masked_dataset,
     nonfinite_params,
@@ -106,7 +116,7 @@ def trainer_choices() -> tuple[list[TrainerChoice], list[str]]:
 def _config(config_cls: type, output_dir: str, spec: RunSpec, device: str) -> Any:
     fields = {f.name for f in dataclasses.fields(config_cls)}
     wanted: dict[str, Any] = dict(
-        output_dir=output_dir, per_device_train_batch_size=1,
+        output_dir=output_dir, per_device_train_batch_size=1, per_device_eval_batch_size=1,
         gradient_accumulation_steps=spec.gradient_accumulation_steps, max_steps=spec.max_steps,
         learning_rate=1e-3, logging_steps=1, logging_nan_inf_filter=False, report_to=[],
         save_strategy="no", bf16=False, fp16=False, seed=SEED, data_seed=SEED, dataloader_num_workers=0,
@@ -173,8 +183,11 @@ def _build_trainer(choice: TrainerChoice, model: Any, tokenizer: Any, spec: RunS
 
 
 def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, target_gb: float | None,
-               choices: list[TrainerChoice]) -> tuple[dict[str, Any], list[TrainerChoice], list[str]]:
+               choices: list[TrainerChoice], evaluate: bool = False) -> tuple[dict[str, Any], list[TrainerChoice],
+                                                                           list[str]]:
     """One training run: (its record and outcome, the trainer choices still standing, notes on those dropped).
+
+    With ``evaluate``, the trained model is then evaluated (``evaluation`` in the record).
 
     A trainer that replaces the model's forward on the instance (TRL >= 1.x
     installs its own fused lm head and computes its own loss) never calls the
@@ -217,7 +230,14 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
             if not choices:
                 raise NotApplicable("; ".join(notes))
         sampler = getattr(type(trainer), "get_batch_samples", None)
+        calls.clear()
         crashed = train_logged(trainer, steps)
+        evaluation = None
+        if evaluate:
+            evaluation = ({"outcome": "n/a", "source": None, "symptom": "not evaluated: trainer.train() raised"}
+                          if crashed is not None else
+                          evaluate_logged(trainer, calls, masked_dataset(tokenizer, EVAL_EXAMPLES, EVAL_MASKED),
+                                          getattr(loss_fn, "__name__", "?"), COUNT))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     run = {
@@ -230,6 +250,8 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
         "steps": steps,
     }
     run.update(run_outcome(steps, COUNT) if crashed is None else crash_record(crashed, steps))
+    if evaluation is not None:
+        run["evaluation"] = evaluation
     return run, choices, notes
 
 
@@ -274,9 +296,9 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
         target_gb = kernel.TARGET_GB if device == "cpu" else None
         result["target_gb"] = target_gb
         runs = []
-        for spec in RUNS:
+        for i, spec in enumerate(RUNS):
             record, choices, dropped = train_once(spec, device, torch_compile, unsloth_fused_ce_loss, target_gb,
-                                                  choices)
+                                                  choices, evaluate=i == 0)
             notes += dropped
             runs.append(record)
         result["trainer"] = choices[0].name
@@ -288,6 +310,7 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
                       error=traceback.format_exc(limit=40), **summary([]), **EMPTY)
     else:
         worst = max(runs, key=lambda r: SEVERITY[r["outcome"]])
+        result["evaluation"] = runs[0].pop("evaluation", None)
         result.update(
             outcome=worst["outcome"],
             first_nan_step=worst["first_nan_step"],

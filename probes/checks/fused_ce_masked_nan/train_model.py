@@ -66,13 +66,13 @@ def make_model(loss_fn: Any, torch_compile: bool, target_gb: float | None, calls
                     target_gb=target_gb,
                     torch_compile=torch_compile,
                 )
-                if self.training:
-                    calls.append({
-                        "labels_left": int((labels[..., 1:] != kernel.IGNORE).sum()),
-                        "n_items": count_repr(n_items),
-                        "raw_loss": json_number(loss),
-                        "kernel": type(loss.grad_fn).__name__ if loss.grad_fn is not None else "None",
-                    })
+                # Every call, training and evaluation alike: each consumer clears the list before its run.
+                calls.append({
+                    "labels_left": int((labels[..., 1:] != kernel.IGNORE).sum()),
+                    "n_items": count_repr(n_items),
+                    "raw_loss": json_number(loss),
+                    "kernel": type(loss.grad_fn).__name__ if loss.grad_fn is not None else "None",
+                })
             return CausalLMOutputWithPast(loss=loss, logits=logits)
 
     torch.manual_seed(SEED)

@@ -12,8 +12,11 @@ def behaviour(outcomes: dict[str, str], guard_found: bool) -> dict[str, Any]:
 
 
 def train(outcome: str, first: int | None = None, reason: str = "", *, kernel_calls: int | None = None,
-          masked: list[str] | None = None, versions: dict[str, str] | None = None) -> dict[str, Any]:
+          masked: list[str] | None = None, versions: dict[str, str] | None = None,
+          evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
     out = {"ok": True, "outcome": outcome, "first_nan_step": first, "reason": reason or outcome, "runs": []}
+    if evaluation is not None:
+        out["evaluation"] = evaluation
     if kernel_calls is not None:
         out["kernel_calls"] = kernel_calls
     if masked is not None:
@@ -71,3 +74,17 @@ def cpu(*, static: str = "vulnerable", runtime: str = "vulnerable", original: bo
         steps.append({"name": "train", "status": train_status, "seconds": 4.0, "returncode": 0,
                       "process": "cpu-backend", "reason": train_reason or None, "result": training})
     return {"static": {"verdict": static, "reason": f"static says {static}"}, "steps": steps}
+
+
+def evaluation(outcome: str, source: str | None = None, *, loss: object = 2.5, count: str = "None",
+               masked_loss: object = 0.0, kernel_loss: object | None = None) -> dict[str, Any]:
+    """A training step's evaluation record (``probes.training.evaluate_logged``): three eval batches, the middle
+    one fully masked; ``kernel_loss`` is what the kernel answered on each batch (None: not called)."""
+    def batch(n: int, left: int, value: object) -> dict[str, Any]:
+        calls = [] if kernel_loss is None else [{"n_items": count, "raw_loss": kernel_loss if left == 0 else 4.0}]
+        return {"batch": n, "labels_left": left, "count": count, "model_loss": value, "loss": value,
+                "kernel_calls": calls}
+    batches = [batch(1, 13, 4.0), batch(2, 0, masked_loss), batch(3, 13, 4.0)]
+    return {"outcome": outcome, "source": source, "eval_loss": loss, "symptom": f"evaluation {outcome} {source}",
+            "batches": batches, "kernel_calls": sum(len(b["kernel_calls"]) for b in batches),
+            "masked_inputs": [count]}

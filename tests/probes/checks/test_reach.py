@@ -12,7 +12,7 @@ from __future__ import annotations
 from probes.checks.cpu_ce_masked_nan import verdict as cpu_verdict
 from probes.checks.fused_ce_masked_nan import verdict as fused_verdict
 from probes.checks.vocabulary import GuardState, Reach, fails_gate
-from tests.probes.checks.evidence import behaviour, cpu, fused, train
+from tests.probes.checks.evidence import behaviour, cpu, evaluation, fused, train
 
 STACK = {"transformers": "4.52.4", "trl": "0.18.2", "torch": "2.14.1"}
 CLEAN_ZERO = train("clean", kernel_calls=12, masked=["0.0"], versions=STACK,
@@ -106,3 +106,75 @@ def test_the_gate_rule() -> None:
     assert not fails_gate("missing", "latent", failing) and fails_gate("missing", "latent", failing, strict=True)
     assert fails_gate("broken", "latent", failing) and fails_gate("error", "unknown", failing)
     assert not fails_gate("activates", None, failing) and not fails_gate("missing", "exposed", frozenset())
+
+
+# ---------------------------------------------------------------- the evaluation run (issue 27, item 5)
+# The training run's evidence stays CLEAN_ZERO's; the evaluation after it changes. A NaN eval_loss the
+# check's kernel answered is judged like a NaN training run; one made elsewhere on the stack (the model's
+# own loss, the trainer) is a stack hazard: named, and blamed on nothing the check judges.
+
+EVAL_NAN_KERNEL = evaluation("nan-logged", "kernel", loss="nan", masked_loss="nan", kernel_loss="nan")
+EVAL_NAN_STACK = evaluation("nan-logged", "stack", loss="nan", masked_loss="nan")  # the kernel was not called
+EVAL_CLEAN_ON_KERNEL = evaluation("clean", count="tensor(0)", kernel_loss=0.0)
+
+
+def with_eval(ev: dict) -> dict:
+    return train("clean", kernel_calls=12, masked=["tensor(0)"], versions=STACK,
+                 reason="ga1: logged loss finite at every step", evaluation=ev)
+
+
+def test_an_evaluation_the_kernel_turns_nan_is_exposed_though_training_was_clean() -> None:
+    v = cpu_v(training=with_eval(EVAL_NAN_KERNEL))
+    assert v.guard is GuardState.MISSING and v.reach is Reach.EXPOSED
+    assert "evaluation" in v.reach_reason and "transformers 4.52.4, TRL 0.18.2" in v.reach_reason
+    assert "evaluation nan-logged kernel" in v.symptom  # the missing guard's symptom is the evaluation's
+    assert v.training is not None and v.training.label() == "clean, evaluation eval_loss nan"
+    assert v.to_dict()["gate_fail"] is True
+
+
+def test_a_nan_evaluation_from_the_stack_leaves_the_kernel_latent_and_is_named_a_stack_hazard() -> None:
+    v = cpu_v(training=with_eval(EVAL_NAN_STACK))
+    assert v.guard is GuardState.MISSING and v.reach is Reach.LATENT
+    assert "stack hazard: evaluation nan-logged stack" in v.reach_reason
+    assert v.training is not None and v.training.label() == "clean" and not v.training.failed
+    d = v.to_dict()
+    assert (d["gate_fail"], d["gate_warn"]) == (False, True)
+    assert d["training"]["evaluation"]["source"] == "stack"
+
+
+def test_a_clean_evaluation_through_the_kernel_keeps_latent_and_says_what_it_sent() -> None:
+    v = cpu_v(training=with_eval(EVAL_CLEAN_ON_KERNEL))
+    assert v.reach is Reach.LATENT
+    assert "evaluation (trainer.evaluate()) sent num_items_in_batch=tensor(0)" in v.reach_reason
+    off_route = cpu_v(training=with_eval(evaluation("clean", masked_loss=0.0)))
+    assert "does not call this kernel" in off_route.reach_reason
+
+
+def test_a_stack_hazard_is_no_fault_of_a_fixed_zoo_nor_of_a_replacement() -> None:
+    fixed = cpu_v(static="fixed", runtime="fixed", finite=True, training=with_eval(EVAL_NAN_STACK))
+    assert fixed.guard is GuardState.NOT_NEEDED, fixed.guard_reason
+    guarded = cpu_v(original=False, finite=True, outcomes={"c1": "pass"}, training=with_eval(EVAL_NAN_STACK))
+    assert guarded.guard is GuardState.ACTIVATES, guarded.guard_reason
+
+
+def test_a_replacement_whose_kernel_turns_the_evaluation_nan_is_broken() -> None:
+    v = cpu_v(original=False, finite=True, outcomes={"c1": "pass"}, training=with_eval(EVAL_NAN_KERNEL))
+    assert v.guard is GuardState.BROKEN and "evaluation: evaluation nan-logged kernel" in v.guard_reason
+    ok = {f"{i:02d}": "pass" for i in range(1, 15)}
+    f = fused_verdict.classify(fused(original=False, finite=True, behavior=behaviour(ok, True),
+                                     training=with_eval(EVAL_NAN_KERNEL)), {})
+    assert f.guard is GuardState.BROKEN and "evaluation eval_loss nan" in f.guard_reason
+
+
+def test_fused_missing_whose_evaluation_alone_shows_the_nan_is_exposed() -> None:
+    v = fused_verdict.classify(fused(training=with_eval(EVAL_NAN_KERNEL)), {})
+    assert v.guard is GuardState.MISSING and v.reach is Reach.EXPOSED
+    stack = fused_verdict.classify(fused(training=with_eval(EVAL_NAN_STACK)), {})
+    assert stack.reach is Reach.LATENT and "stack hazard" in stack.reach_reason
+
+
+def test_an_evaluation_crash_is_judged_by_where_it_raised() -> None:
+    inside = evaluation("crash", "kernel", loss=None)
+    outside = evaluation("crash", "stack", loss=None)
+    assert cpu_v(training=with_eval(inside)).reach is Reach.EXPOSED
+    assert cpu_v(training=with_eval(outside)).reach is Reach.LATENT
