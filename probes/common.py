@@ -34,3 +34,23 @@ def error_text(exc: BaseException, limit: int = 6) -> str:
     tail = "".join(tb[-limit:]).strip()
     return f"{type(exc).__name__}: {exc}\n{tail}"
 
+
+
+def exception_chain(exc: BaseException, limit: int = 8) -> list[dict[str, Any]]:
+    """An exception and what it was raised from or during (``__cause__`` / ``__context__``), outermost first.
+
+    A wrapper such as "Please install unsloth_zoo" hides the real error in its chain; each link keeps its
+    type, message, ``name`` (an ImportError's), how it is linked to the one before, and its last frames.
+    """
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    link = "raised"
+    while cur is not None and id(cur) not in seen and len(out) < limit:
+        seen.add(id(cur))
+        frames = traceback.extract_tb(cur.__traceback__)[-3:]
+        out.append({"type": type(cur).__name__, "message": str(cur)[:2000], "link": link,
+                    "name": getattr(cur, "name", None), "where": [f"{f.filename}:{f.lineno}" for f in frames]})
+        link = "__cause__" if cur.__cause__ is not None else "__context__"
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return out

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from probes import checks
-from probes.common import error_text, write_json
+from probes.common import error_text, exception_chain, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
@@ -147,10 +147,12 @@ def _import_and_run(attrs: Callable[[Any], tuple[Any, ...]], import_key: str, de
     out: dict[str, Any] = {"checks": {}}
     start = time.perf_counter()
     import_error = None
+    imported: dict[str, Any] = {"imported": True, "chain": []}
     try:
         import unsloth  # noqa: F401 -- the import under test: it may install guards and patch trainers
     except Exception as exc:
         import_error = f"import unsloth failed: {type(exc).__name__}: {exc}"
+        imported = {"imported": False, "chain": exception_chain(exc)}
     out[import_key] = round(time.perf_counter() - start, 3)
     raw: dict[str, Any] | None = None
     for name in _check_names(selected):
@@ -159,11 +161,16 @@ def _import_and_run(attrs: Callable[[Any], tuple[Any, ...]], import_key: str, de
         steps = attrs(module)
         if not steps:
             continue
-        if import_error is not None:
-            out["checks"][info.id] = {"steps": {s.name: {"ok": False, "error": import_error, "seconds": 0.0}
-                                                for s in steps}}
+        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={}, imported=imported)
+        if import_error is not None:  # only the steps that read the import's outcome can run
+            failed = {s.name: {"ok": False, "error": import_error, "seconds": 0.0}
+                      for s in steps if not s.reads_import}
+            steps = tuple(s for s in steps if s.reads_import)
+            if not steps:
+                out["checks"][info.id] = {"steps": failed}
+                continue
+            out["checks"][info.id] = {"steps": {**failed, **_run_steps(steps, ctx)}}
             continue
-        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
 
         def load_raw(st: Any, ctx: checks.PhaseContext = ctx, check_id: str = info.id) -> None:
             nonlocal raw

@@ -146,6 +146,7 @@ class Step:
     fn: Any  # Callable[[PhaseContext], dict]
     needs_raw: bool = False
     training: bool = False  # a training run: skipped, with the reason, when the matrix turns training off
+    reads_import: bool = False  # an unsloth step that runs whether or not ``import unsloth`` succeeded
 
 
 @dataclass
@@ -158,6 +159,10 @@ class PhaseContext:
     workdir: Any  # pathlib.Path
     shared: dict[str, Any]
     raw: dict[str, Any] | None = None  # the raw process's shared state of this check (needs_raw steps only)
+    # How this process's ``import unsloth`` went (unsloth and CPU-backend processes only):
+    # ``{"imported": bool, "chain": [{"type", "message", "link", "name", "where"}, ...]}``, the exception
+    # and its whole ``__cause__``/``__context__`` chain; see ``probes.common.exception_chain``.
+    imported: dict[str, Any] | None = None
 
 
 def package(name: str) -> str:

@@ -47,3 +47,42 @@ def test_an_environment_failure_leaves_the_static_verdict_standing() -> None:
     assert classify(section("fixed", "environment"), {}).guard.value == "not-needed"
     assert classify(section("fixed", "skew"), {}).guard.value == "broken"
     assert classify(section("vulnerable", "skew"), {}).guard.value == "missing"
+
+
+def test_the_chain_keeps_the_zoo_error_a_wrapper_raised_from_or_during() -> None:
+    from pathlib import Path
+
+    from probes.checks import PhaseContext
+    from probes.checks.pair_compat.phases import runtime
+    from probes.common import exception_chain
+
+    def wrapped(explicit: bool) -> BaseException:
+        try:
+            try:
+                raise ImportError("cannot import name 'x' from 'unsloth_zoo.loss_utils'", name="unsloth_zoo.loss_utils")
+            except ImportError as inner:
+                if explicit:
+                    raise ImportError("Unsloth: Please install unsloth_zoo") from inner
+                raise ImportError("Unsloth: Please install unsloth_zoo")  # noqa: B904 -- a wrapper as unsloth writes it
+        except ImportError as outer:
+            return outer
+        raise AssertionError("unreachable")
+
+    for explicit, link in ((True, "__cause__"), (False, "__context__")):
+        chain = exception_chain(wrapped(explicit))
+        assert [e["type"] for e in chain] == ["ImportError", "ImportError"]
+        assert chain[0]["message"].startswith("Unsloth: Please install") and chain[1]["link"] == link
+        assert chain[1]["name"] == "unsloth_zoo.loss_utils"
+        ctx = PhaseContext("cpu", False, "allow-cpu", Path("."), shared={},
+                           imported={"imported": False, "chain": chain})
+        got = runtime(ctx)
+        assert got["class"] == "skew" and "'x'" in got["reason"]
+    ok = PhaseContext("cpu", False, "allow-cpu", Path("."), shared={}, imported={"imported": True, "chain": []})
+    assert runtime(ok)["class"] == "ok"
+
+
+def test_the_runtime_step_is_an_unsloth_step_that_reads_the_cells_own_import() -> None:
+    from probes.checks.pair_compat import phases
+
+    assert not phases.RAW_STEPS  # no second `import unsloth` in a child of the raw process
+    assert [(s.name, s.reads_import) for s in phases.UNSLOTH_STEPS] == [("runtime", True)]
