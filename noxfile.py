@@ -25,10 +25,9 @@
   nox -s lint            ruff
 
 `nox -s NAME -- --help` lists a session's options and exit codes; an unknown
-argument is a usage line and exit 2. Exit codes: 0 every cell passes or is in
-the state the matrix file expects; 1 an unexpected gate failure or an XPASS;
-2 bad input or a harness failure (``matrix.errors``). Under ``nox -j`` nox
-itself reduces any failed session to 1.
+argument is a usage line and exit 2. The exit codes and what each means per
+command: ``matrix.exits`` (the one table). ``_exit`` below is the one
+translation from a code to nox's session result.
 
 Why the cells of `nox -s matrix` exit 0 with a failing verdict: nox aborts a
 ``requires=`` fan-in when any prerequisite failed (checked on nox
@@ -55,7 +54,7 @@ from nox.command import CommandFailed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from matrix import cli, pipeline, sessions
+from matrix import cli, exits, pipeline, sessions
 from matrix.settings import RUN_ID_ENV, run_id
 
 nox.options.default_venv_backend = "uv"
@@ -110,10 +109,10 @@ _check_posargs(_requested, sys.argv)
 def _exit(session: nox.Session, code: int) -> None:
     """A command's exit code as the session's result: 1 fails the session (nox goes on with the
     others and exits 1), 2 stops nox with 2 (bad input, a harness failure)."""
-    if code == 0:
+    if code == exits.EXIT_OK:
         return
-    if code == 1:
-        raise CommandFailed("exit 1 (see above)")
+    if code == exits.EXIT_GATE:
+        raise CommandFailed(f"exit {code} (see above)")
     raise SystemExit(code)
 
 
@@ -129,7 +128,7 @@ def cell(session: nox.Session, cell: str) -> None:
     code = cli.guarded(lambda: cli.dispatch(
         lambda a: cli.run_cell(cell, env_dir, a, n=N_CELLS, strict=not fan_in, log=session.log), args),
         prog=f"skewmatrix cell {cell}")
-    if code == 2:
+    if code == exits.EXIT_HARNESS:
         # A harness failure in one cell: the other cells still run; nox then aborts the report.
         session.error(f"cell {cell}: the harness failed (exit 2); see above")
     _exit(session, code)

@@ -12,18 +12,22 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
-from matrix.errors import EXIT_HARNESS
+from matrix.exits import EXIT_HARNESS, epilog
 from matrix.settings import STRICT_ENV
 
 FORMATS = ("terminal", "markdown", "json", "junit", "html")
-GATE_EXIT_HELP = """\
-exit codes:
-  0  every cell passes (or is in the state the matrix file expects)
-  1  exposure found: a cell is `broken`, or `missing` with reach exposed or unknown (latent too with
-     --strict); a failing state of [gate] fail_on
-  2  no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed"""
 
+
+
+
+def command_parser(command: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A parser for ``command`` with its exit codes (``matrix.exits``) under ``--help``; the commands that parse
+    their own arguments (scan, mutation, bench scan, the GPU commands) build theirs here."""
+    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    kwargs.setdefault("epilog", epilog(command))
+    return argparse.ArgumentParser(**kwargs)
 
 
 # ---------------------------------------------------------------- argument groups shared by several commands
@@ -63,7 +67,6 @@ def apply_strict(args: argparse.Namespace) -> None:
 
 
 def add_gate_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = GATE_EXIT_HELP
     p.add_argument("--unsloth", required=True, metavar="SOURCE",
                    help="candidate: a version, a checkout or wheel path, or git+URL@REF")
     p.add_argument("--below", type=int, default=3, help="zoo releases below the admitted floor (default 3)")
@@ -73,7 +76,6 @@ def add_gate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = GATE_EXIT_HELP
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--python", type=Path, help="an existing interpreter to probe in place")
     which.add_argument("-r", "--requirements", type=Path, help="a requirements or lock file to build exactly")
@@ -83,7 +85,6 @@ def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = "exit codes:\n  0  measured and written\n  2  a benchmark run failed, or bad input"
     p.add_argument("what", nargs="?", choices=("matrix",), default="matrix",
                    help="what to measure; `scan` instead runs the scan's benchmark (its own options follow)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")

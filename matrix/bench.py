@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix import pipeline
-from matrix.arguments import parse
+from matrix.arguments import command_parser, parse
 from matrix.cell import write_json_atomic
 from matrix.errors import SkewmatrixError
 from matrix.scan.cache import ScanIndex, write_atomic
@@ -210,7 +210,7 @@ def _peak_rss_mib() -> float:
 
 def scan(argv: list[str]) -> int:
     """``nox -s bench -- scan``: the scan, cold then warm, in a throwaway cache."""
-    p = argparse.ArgumentParser(prog="skewmatrix bench scan")
+    p = command_parser("bench", prog="skewmatrix bench scan")
     p.add_argument("what", nargs="?", default="scan")
     p.add_argument("--zoo", default="")
     p.add_argument("--with-unsloth", action="store_true", help="also scan every unsloth release")

@@ -35,16 +35,17 @@ from matrix.arguments import (
     apply_strict,
     parse,
 )
-from matrix.errors import EXIT_CODES_HELP, EXIT_HARNESS, EXIT_OK, SkewmatrixError
+from matrix.errors import SkewmatrixError
+from matrix.exits import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, cell_code, epilog
 from matrix.settings import out_dir, run_id
 
 DEBUG_ENV = "SKEWMATRIX_DEBUG"
 class _Parser(argparse.ArgumentParser):
-    """argparse with the exit codes under every --help, and bad input always exit 2."""
+    """argparse with the exit codes under every --help (``matrix.exits``), and bad input always exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        kwargs.setdefault("epilog", epilog())
         super().__init__(*args, **kwargs)
 
 
@@ -158,12 +159,9 @@ def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, n: int, s
     # k counts cells of this run as they finish, across the session processes of `nox -j`
     kind = pipeline.finish_cell(record, matrix.cell(cell_id), matrix, seconds=time.perf_counter() - start,
                                 k=next_k(out_dir(), run_id()), n=n, log=log)
-    if kind in ("fail", "xpass"):
-        if strict and not args.exit_zero:
-            return 1
-        if not strict:
-            log(f"[{cell_id}] {kind.upper()}: recorded; the matrix session reports it and fails the run")
-    return EXIT_OK
+    if kind in ("fail", "xpass") and not strict:
+        log(f"[{cell_id}] {kind.upper()}: recorded; the matrix session reports it and fails the run")
+    return cell_code(kind, strict=strict, exit_zero=args.exit_zero)
 
 
 def cmd_cell(args: argparse.Namespace) -> int:
@@ -205,7 +203,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from matrix import bench
 
         return bench.scan(argv)
-    p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0])
+    p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0], epilog=epilog("bench"))
     add_bench_arguments(p)
     parsed = parse(p, argv)
     if isinstance(parsed, int):
@@ -290,7 +288,7 @@ PASSTHROUGH = ("scan", "mutation", "bench", "gpu-wheelhouse", "gpu-check")
 def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
     """The parser of one command on its own, e.g. for ``nox -s NAME -- ARGS`` (``prog="nox -s NAME --"``)."""
     help_, add, _ = COMMANDS[name]
-    p = _Parser(prog=prog, description=help_, add_help=name not in PASSTHROUGH)
+    p = _Parser(prog=prog, description=help_, add_help=name not in PASSTHROUGH, epilog=epilog(name))
     if add:
         add(p)
     return p
@@ -302,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_, add, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog=EXIT_CODES_HELP, add_help=name not in PASSTHROUGH)
+                           epilog=epilog(name), add_help=name not in PASSTHROUGH)
         if add:
             add(p)
     return root
@@ -327,7 +325,7 @@ def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatr
         return exc.return_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `skewmatrix cells | head`: the reader left early; point stdout at /dev/null so exit is quiet too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,37 +1,20 @@
-"""Every harness error, and the exit codes they and the gate map to.
+"""Every harness error: ``SkewmatrixError`` and its kinds, each carrying its exit code.
 
 Every error the harness raises on purpose derives from ``SkewmatrixError``
-and carries its ``return_code``. One function turns them into exit codes,
-``matrix.cli.main``: it prints ``str(error)`` without a traceback
-(tracebacks only with ``--debug`` / ``SKEWMATRIX_DEBUG=1``) and exits with
-the code. The nox sessions go through the same function. Findings about
-cells are never exceptions: a cell that cannot be built is an ``error`` cell
-in the report, and the gate (``reports.gate.evaluate``) turns cell states
-into ``EXIT_OK`` or ``EXIT_GATE`` (defined there, with the gate, and re-exported here).
-
-Exit codes (documented in the README and in every ``--help``):
-  0  every cell passes or is in the state its matrix file expects
-  1  a cell fails the gate unexpectedly, or an expected failure no longer
-     happens (XPASS: the expectation is stale)
-  2  bad input (matrix file, arguments, a corrupt result) or the harness
-     itself failed; for ``gate`` and ``pinned`` also a cell that could not be
-     probed (no verdict)
+and carries its ``return_code`` (2, ``matrix.exits.EXIT_HARNESS``). One
+function turns them into exit codes, ``matrix.cli.guarded``: it prints
+``str(error)`` without a traceback (tracebacks only with ``--debug`` /
+``SKEWMATRIX_DEBUG=1``) and exits with the code. Findings about cells are
+never exceptions: a cell that cannot be built is an ``error`` cell in the
+report, and ``matrix.exits`` maps the gate's outcome to a code.
 """
 
 from __future__ import annotations
 
-from reports.gate import EXIT_GATE, EXIT_HARNESS, EXIT_OK
+from matrix.exits import EXIT_HARNESS
 
-__all__ = ["EXIT_CODES_HELP", "EXIT_GATE", "EXIT_HARNESS", "EXIT_OK", "BackportError", "BuildError",
-           "EnvironmentSetupError", "IndexLookupError", "MutationError", "SkewmatrixError",
-           "SpecError"]
-
-EXIT_CODES_HELP = """\
-exit codes:
-  0  every cell passes or is in the state the matrix file expects (`expect`)
-  1  a cell fails the gate unexpectedly, or an expected failure no longer
-     happens (XPASS: the expectation is stale; update the matrix file)
-  2  bad input (arguments, matrix file, a corrupt result) or the harness failed"""
+__all__ = ["BackportError", "BuildError", "EnvironmentSetupError", "IndexLookupError", "MutationError",
+           "SkewmatrixError", "SpecError"]
 
 
 class SkewmatrixError(Exception):

@@ -11,8 +11,7 @@ mutant id, one line of argument each) and write ``mutation.json`` and
 ``mutation.md`` under the output directory.
 
 Score = killed / (generated - equivalent), over the mutants that ran. Exit
-codes: 0 the score meets the bar, 1 it does not, 2 bad input or the harness
-or runner failed (no score).
+codes: ``matrix.exits`` (0 the score meets the bar, 1 it does not, 2 no score).
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from matrix import envrun, settings, survivors
-from matrix.arguments import parse
+from matrix.arguments import command_parser, parse
 from matrix.errors import MutationError
+from matrix.exits import mutation_code
 from matrix.spec import REPO_ROOT
 from probes import checks
 from probes.checks import MutationTarget
@@ -218,7 +218,7 @@ def _env(path: Path | None, option: str) -> Path | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nox -s mutation --", description=__doc__.splitlines()[0])
+    p = command_parser("mutation", prog="nox -s mutation --", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: mutation/ under $SKEWMATRIX_OUT, else reports/out/mutation)")
     p.add_argument("--env", type=Path, default=None,
@@ -351,4 +351,4 @@ def main(argv: list[str]) -> int:
         print(f"  pass {i + 1}, zoo {p['zoo']}: {p['ran']} run, killed {killed}")
     out = _out(args)
     print(f"written: {out / 'mutation.json'}, {out / 'mutation.md'}")
-    return 0 if result.passed else 1
+    return mutation_code(result.passed)

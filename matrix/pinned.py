@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import settings
+from matrix import exits, settings
 from matrix.cell import CellRun, record_and_probe
 from matrix.envrun import ensure_env
 from matrix.errors import SkewmatrixError
@@ -126,6 +126,6 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))
     log(recommendation(report["cells"][0], report["checks"], *fixed_since_zoo(out)))
-    code = evaluate(report).gate_exit_code
-    log(f"pinned: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
+    code = exits.gate_code(evaluate(report))
+    log(f"pinned: exit {code} ({exits.gate_words(code)})")
     return code

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import inputs, settings, shard, spec
+from matrix import exits, inputs, settings, shard, spec
 from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
 from matrix.collect import load_cells
 from matrix.errors import SkewmatrixError
@@ -237,13 +237,13 @@ def judge(rep: dict[str, Any], matrix: Matrix, *, exit_zero: bool = False, verbo
     lines = [c.describe() for c in outcome.checks] if verbose else outcome.lines()
     for line in lines:
         log(f"  {line}")
-    code = outcome.exit_code
-    colour = "green" if code == 0 else "red"
+    code = exits.run_code(outcome)
+    colour = "green" if code == exits.EXIT_OK else "red"
     log(paint(outcome.summary(), colour))
     if exit_zero and code:
         log(f"exit 0 (--exit-zero; the gate alone would exit {code})")
-        return 0
-    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == 0 else
+        return exits.EXIT_OK
+    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == exits.EXIT_OK else
                           " (an unexpected gate failure or an XPASS; see above)"))
     return code
 

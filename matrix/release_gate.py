@@ -38,7 +38,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from matrix import stacks
+from matrix import exits, stacks
 from matrix.errors import SkewmatrixError
 from matrix.inputs import CONTROL_RE
 from matrix.spec import REPO_ROOT, CellOptions
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     report_file = out / "report.json"
     if proc.returncode != 0 or not report_file.is_file():
         log(f"gate: the matrix run failed (nox exit {proc.returncode}); no verdict")
-        return 2
+        return exits.EXIT_HARNESS
     report = json.loads(report_file.read_text(encoding="utf-8"))
     rec = scan.recommended_zoo(doc)  # fixed_since, never first_fixed: no vulnerable release after it
     since, how = (rec.version, rec.confirmed_by) if rec else (None, None)
@@ -205,6 +205,6 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     outcome = evaluate(report)
     for line in outcome.lines():
         log(f"gate: {line}")
-    code = outcome.gate_exit_code
-    log(f"gate: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
+    code = exits.gate_code(outcome)
+    log(f"gate: exit {code} ({exits.gate_words(code)})")
     return code

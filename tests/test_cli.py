@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from matrix import cli, sessions, spec
-from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK, SkewmatrixError
+from matrix.errors import SkewmatrixError
+from matrix.exits import EXIT_GATE, EXIT_HARNESS, EXIT_OK, gate_code, run_code
 from reports.gate import evaluate
 from tests.matrices import GOOD
 
@@ -72,14 +73,14 @@ def test_every_cell_passing_or_as_expected_exits_0() -> None:
     assert kinds(rep) == {("u__z1", FUSED): "xfail", ("u__z1", CPU): "pass",
                           ("u__z2", FUSED): "pass", ("u__z2", CPU): "pass"}
     outcome = evaluate(rep)
-    assert outcome.exit_code == EXIT_OK and outcome.cell_kind("u__z1") == "xfail"
+    assert run_code(outcome) == EXIT_OK and outcome.cell_kind("u__z1") == "xfail"
     assert outcome.lines() == [f"u__z1 {FUSED}: missing (XFAIL: expected)"]
 
 
 def test_an_unexpected_failing_state_exits_1() -> None:
     rep = report(entry("u__z1", {FUSED: "broken"}))
     assert kinds(rep) == {("u__z1", FUSED): "fail"}
-    assert evaluate(rep).exit_code == EXIT_GATE
+    assert run_code(evaluate(rep)) == EXIT_GATE
     assert evaluate(rep).lines() == [f"u__z1 {FUSED}: broken (FAIL: fails the gate)"]
 
 
@@ -94,7 +95,7 @@ def test_another_failing_state_than_the_expected_one_fails() -> None:
 def test_an_expected_failure_that_no_longer_happens_is_an_xpass_and_exits_1() -> None:
     rep = report(entry("u__z1", {FUSED: "not-needed"}, {FUSED: "missing"}))
     outcome = evaluate(rep)
-    assert kinds(rep) == {("u__z1", FUSED): "xpass"} and outcome.exit_code == EXIT_GATE
+    assert kinds(rep) == {("u__z1", FUSED): "xpass"} and run_code(outcome) == EXIT_GATE
     assert "XPASS: expected missing, which no longer happens; the expectation is stale" in outcome.lines()[0]
 
 
@@ -107,14 +108,14 @@ def test_the_reports_failing_states_are_honoured() -> None:
     # [gate] fail_on = ["missing"]: an error cell passes, a broken one too.
     rep = report(entry("u__z1", {FUSED: "error"}, failing=["missing"]),
                  entry("u__z2", {FUSED: "broken"}, failing=["missing"]), failing=["missing"])
-    assert evaluate(rep).exit_code == EXIT_OK
+    assert run_code(evaluate(rep)) == EXIT_OK
     assert "failing states: missing" in evaluate(rep).summary()
 
 
 def test_gate_and_pinned_give_2_for_an_unexpected_error_cell() -> None:
-    assert evaluate(report(entry("c__z", {FUSED: "error"}))).gate_exit_code == EXIT_HARNESS
-    assert evaluate(report(entry("c__z", {FUSED: "missing"}))).gate_exit_code == EXIT_GATE
-    assert evaluate(report(entry("c__z", {FUSED: "error"}, {FUSED: "error"}))).gate_exit_code == EXIT_OK
+    assert gate_code(evaluate(report(entry("c__z", {FUSED: "error"})))) == EXIT_HARNESS
+    assert gate_code(evaluate(report(entry("c__z", {FUSED: "missing"})))) == EXIT_GATE
+    assert gate_code(evaluate(report(entry("c__z", {FUSED: "error"}, {FUSED: "error"})))) == EXIT_OK
 
 
 def test_exit_zero_opts_out_and_says_what_the_gate_would_have_said(tmp_path: Path) -> None:

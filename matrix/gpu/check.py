@@ -15,7 +15,6 @@ into 2.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import os
 import platform
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from matrix.arguments import parse
+from matrix.arguments import command_parser, parse
 from matrix.cell import write_json_atomic
 from matrix.gpu import GpuCheckError, chosen
 from matrix.gpu.cells import run_case
@@ -33,7 +32,7 @@ from matrix.gpu.wheelhouse import DEFAULT_OUT, load_wheelhouse
 
 
 def main(argv: list[str], log: Any = print) -> int:
-    ap = argparse.ArgumentParser(prog="skewmatrix gpu-check", description=__doc__.splitlines()[0])
+    ap = command_parser("gpu-check", prog="skewmatrix gpu-check", description=__doc__.splitlines()[0])
     ap.add_argument("--check", default="", metavar="ID", help="the check whose GPU measurement runs (default: the "
                     "first registered check that declares one)")
     ap.add_argument("--wheelhouse", type=Path, default=DEFAULT_OUT)
