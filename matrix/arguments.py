@@ -3,19 +3,17 @@
 Kept apart from the CLI so that each command's options read in one place:
 the run options of ``matrix``/``cell`` (nox hands a session's posargs to
 every session it runs), the report options, the gate's, pinned's and bench's,
-and ``--strict`` (latent cells fail too), which reaches every process of a
-run through ``SKEWMATRIX_STRICT``.
+and ``--strict`` (latent cells fail too), which the run value carries
+(``matrix.runs``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from matrix.exits import EXIT_HARNESS, epilog
-from matrix.settings import STRICT_ENV
 
 FORMATS = ("terminal", "markdown", "json", "junit", "html")
 
@@ -58,12 +56,6 @@ def add_strict_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="fail `missing` even where its reach is latent (a clean training run on the cell's own "
                         "stack); also [gate] strict = true in the matrix file, or SKEWMATRIX_STRICT=1")
-
-
-def apply_strict(args: argparse.Namespace) -> None:
-    """``--strict`` reaches every process of the run (nox's session processes, the gate's matrix run)."""
-    if getattr(args, "strict", False):
-        os.environ[STRICT_ENV] = "1"
 
 
 def add_gate_arguments(p: argparse.ArgumentParser) -> None:

@@ -315,7 +315,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
 
 
 def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
-                     trees: dict[str, Path] | None = None) -> dict[str, Any]:
+                     trees: dict[str, Path] | None = None, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Steps 4 and 5 of a cell, shared with pinned environments: record what is
     installed in ``env_dir`` (installing nothing), then run the probes with ``python``: the checks whose
     subject has the cell's axes, each source tree's path (``trees``, by axis) in its subject's variable."""
@@ -350,7 +350,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         extra["SKEWMATRIX_GUARD_MODULE"] = guard_module
     if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
         extra[TRAIN_ENV] = "off"
-    env = envrun.clean_env(probes_path(cdir), **extra)
+    env = envrun.clean_env(probes_path(cdir), **extra, **(extra_env or {}))
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
     for name in checks.for_axes(roles):

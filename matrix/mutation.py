@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, settings, survivors
+from matrix import envrun, survivors
 from matrix.arguments import command_parser, parse
 from matrix.errors import MutationError
 from matrix.exits import mutation_code
@@ -205,7 +205,7 @@ def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_modu
 
 
 def _out(args: argparse.Namespace) -> Path:
-    return (args.out or settings.out_dir() / "mutation").resolve()
+    return (args.out or args.run_out / "mutation").resolve()
 
 
 def _env(path: Path | None, option: str) -> Path | None:
@@ -332,12 +332,13 @@ def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> tuple[
     return result, last.get("meta", {})
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], out: Path) -> int:
     """See the module docstring for the exit codes; a failure raises ``MutationError`` (``matrix.cli.guarded``
     turns it into 2)."""
     args = parse(_parser(), argv)
     if isinstance(args, int):
         return args
+    args.run_out = out  # the run's output directory (``matrix.runs``), under which --out defaults
     result, meta = run(args)
     pct = "n/a" if result.score is None else f"{result.score:.1%}"
     strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"

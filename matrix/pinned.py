@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import exits, settings
+from matrix import exits
 from matrix.cell import CellRun, record_and_probe
 from matrix.envrun import ensure_env
 from matrix.errors import SkewmatrixError
@@ -111,9 +111,9 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
     return record_and_probe(run, env_dir, python, log)
 
 
-def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
+def run(args: argparse.Namespace, out: Path, *, strict: bool = False, log: Callable[[str], Any] = print) -> int:
     """Probe what the parsed arguments name (``matrix.arguments.add_pinned_arguments``); exit 0/1/2
-    (``reports.gate``)."""
+    (``matrix.exits``)."""
     from matrix.collect import fixed_since_zoo
     from reports.gate import evaluate, recommendation
     from reports.model import build_report
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
 
     options = CellOptions(device=args.device, cpu_mode=args.cpu_mode)
     cell = run_pinned(args.python, args.requirements, out, options=options, log=log)
-    report = build_report([cell], matrix=cell["matrix"], strict=settings.strict())
+    report = build_report([cell], matrix=cell["matrix"], strict=strict)
     out.mkdir(parents=True, exist_ok=True)
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))

@@ -17,20 +17,26 @@ the log, when the candidate's requirements cannot be resolved.
 
 Zoo releases and their static verdicts come from the scan (``matrix.scan``,
 warm in well under a second), so yanked releases are never candidates. The
-gate writes a generated matrix file, runs it through ``nox -s matrix`` like
-any other matrix, and exits 0 (all pass), 1 (``missing``/``broken``), or 2
-(``error``, or the harness failed) -- see ``reports.gate``.
+gate writes a generated matrix file, runs it through the pipeline like any
+other matrix (``matrix.pipeline.run_matrix``, in this process), and exits 0
+(all pass), 1 (``missing``/``broken``), or 2 (``error``, or the harness
+failed) -- see ``matrix.exits``.
+
+Why in this process and not a nested ``nox -s matrix``: nox would only add a
+second process that loads the noxfile again and parses the generated matrix
+once more, and the gate would then have to hand it the run (output directory,
+strictness, a fresh run id) through environment variables and read its
+verdict back from ``report.json``. In-process the gate builds a run value of
+its own (``matrix.runs.Run``) and gets the report as a value. Cells then run
+one after the other, as ``nox -s matrix`` without ``-j`` did.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +47,8 @@ from packaging.version import InvalidVersion, Version
 from matrix import exits, stacks
 from matrix.errors import SkewmatrixError
 from matrix.inputs import CONTROL_RE
-from matrix.spec import REPO_ROOT, CellOptions
+from matrix.runs import Run
+from matrix.spec import CellOptions
 from matrix.stacks import Stack
 from matrix.tools import run_tool, uv_bin
 
@@ -150,9 +157,10 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
     return text
 
 
-def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
-    """The gate for parsed arguments (``matrix.arguments.add_gate_arguments``); exit 0/1/2 (``reports.gate``)."""
-    from matrix import scan
+def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print) -> int:
+    """The gate for parsed arguments (``matrix.arguments.add_gate_arguments``), writing under ``outer``'s
+    output directory; exit 0/1/2 (``matrix.exits``)."""
+    from matrix import pipeline, scan
     from reports.gate import evaluate, recommendation
 
     if not 0 <= args.below <= 50:
@@ -163,6 +171,7 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
         if not sep or not name or not base:
             raise GateError(f"--backport {item!r}: expected NAME@BASEVERSION, e.g. zoo-fix@2026.9.3")
         backports.append((name, base))
+    out = outer.out / "gate"
     out.mkdir(parents=True, exist_ok=True)
     candidate, metadata = candidate_build(args.unsloth, out)
     log("gate: reading zoo releases and the candidate's requirements (scan)")
@@ -188,16 +197,10 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     trainer, note = trainer_stacks(candidate, out, log)
     matrix = out / "gate.toml"
     matrix.write_text(matrix_text(candidate, zoo, backports, trainer, note), encoding="utf-8")
-    env = {**os.environ, "SKEWMATRIX_MATRIX": str(matrix), "SKEWMATRIX_OUT": str(out), "SKEWMATRIX_RUN_ID": ""}
-    env.pop("SKEWMATRIX_SHARD", None)
-    # --exit-zero: the gate judges the report itself (error outranks a finding); 1 from nox is then a failure.
-    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "matrix", "--", "--exit-zero"], cwd=REPO_ROOT,
-                          env=env, check=False)
-    report_file = out / "report.json"
-    if proc.returncode != 0 or not report_file.is_file():
-        log(f"gate: the matrix run failed (nox exit {proc.returncode}); no verdict")
-        return exits.EXIT_HARNESS
-    report = json.loads(report_file.read_text(encoding="utf-8"))
+    # The gate's own run: its generated matrix, its output directory, the caller's strictness and run id.
+    gate_run = Run(matrix_path=matrix, out=out, strict=outer.strict, run_id=outer.run_id)
+    pipeline.run_matrix(gate_run, log=log)
+    report = pipeline.report(gate_run, log=log)
     rec = scan.recommended_zoo(doc)  # fixed_since, never first_fixed: no vulnerable release after it
     since, how = (rec.version, rec.confirmed_by) if rec else (None, None)
     for cell in report["cells"]:

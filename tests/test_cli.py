@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli, sessions, spec
+from matrix import cli, runs, sessions, spec
 from matrix.errors import SkewmatrixError
 from matrix.exits import EXIT_GATE, EXIT_HARNESS, EXIT_OK, gate_code, run_code
 from reports.gate import evaluate
@@ -118,16 +118,22 @@ def test_gate_and_pinned_give_2_for_an_unexpected_error_cell() -> None:
     assert gate_code(evaluate(report(entry("c__z", {FUSED: "error"}, {FUSED: "error"})))) == EXIT_OK
 
 
+def _run_of(text: str, tmp_path: Path) -> runs.Run:
+    path = tmp_path / "m.toml"
+    path.write_text(text, encoding="utf-8")
+    return runs.Run(matrix_path=path, out=tmp_path / "out")
+
+
 def test_exit_zero_opts_out_and_says_what_the_gate_would_have_said(tmp_path: Path) -> None:
     from matrix import pipeline
 
-    matrix = spec.from_dict(spec.tomllib.loads(GOOD), tmp_path / "m.toml", check_index=False)
+    run = _run_of(GOOD, tmp_path)
     rep = report(entry("u1__z1", {FUSED: "missing"}), entry("u1__z2", {FUSED: "not-needed"}))
     lines: list[str] = []
-    assert pipeline.judge(rep, matrix, log=lines.append) == EXIT_GATE
+    assert pipeline.judge(rep, run, log=lines.append) == EXIT_GATE
     assert lines[-1].startswith("exit 1")
     lines.clear()
-    assert pipeline.judge(rep, matrix, exit_zero=True, log=lines.append) == EXIT_OK
+    assert pipeline.judge(rep, run, exit_zero=True, log=lines.append) == EXIT_OK
     assert lines[-1] == "exit 0 (--exit-zero; the gate alone would exit 1)"
     assert f"  u1__z1 {FUSED}: missing (FAIL: fails the gate)" in lines
 
@@ -136,10 +142,10 @@ def test_judge_uses_the_matrix_files_current_expectations(tmp_path: Path) -> Non
     from matrix import pipeline
 
     text = GOOD + f'[[expect]]\nzoo = "z1"\ncheck = "{FUSED}"\nstate = "missing"\n'
-    matrix = spec.from_dict(spec.tomllib.loads(text), tmp_path / "m.toml", check_index=False)
+    run = _run_of(text, tmp_path)
     # a reused cell result written before the expectation was added
     rep = report(entry("u1__z1", {FUSED: "missing"}), entry("u1__z2", {FUSED: "not-needed"}))
-    assert pipeline.judge(rep, matrix, log=lambda _: None) == EXIT_OK
+    assert pipeline.judge(rep, run, log=lambda _: None) == EXIT_OK
     assert rep["cells"][0]["expect"] == {FUSED: "missing"}
 
 
@@ -260,11 +266,11 @@ def test_noxfile_cell_listing_exits_through_the_one_mapping(tmp_path: Path, monk
     bad.write_text(BAD)
     monkeypatch.setenv("SKEWMATRIX_MATRIX", str(bad))
     with pytest.raises(SystemExit) as exit_:
-        cli.cell_ids_or_exit()
+        cli.run_or_exit()
     assert exit_.value.code == 2 and "problem(s) in the matrix file" in capsys.readouterr().err
     monkeypatch.setenv(cli.DEBUG_ENV, "1")
     with pytest.raises(SystemExit):
-        cli.cell_ids_or_exit()
+        cli.run_or_exit()
     assert "Traceback" in capsys.readouterr().err
 
 
@@ -419,7 +425,7 @@ def test_passthrough_commands_get_their_arguments_untouched(monkeypatch: pytest.
     from matrix import scan
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(scan, "main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr(scan, "main", lambda argv, out: seen.append(argv) or 0)
     assert cli.main(["scan", "--help"]) == 0
     assert cli.session_main("scan", ["--zoo", ">=2026.9", "--offline"]) == 0
     assert seen == [["--help"], ["--zoo", ">=2026.9", "--offline"]]

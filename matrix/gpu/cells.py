@@ -83,6 +83,10 @@ def base_dists(interp: Interpreter) -> list[dict[str, Any]]:
             found.append({**read_dist(d), "location": "interpreter"})
     return found
 
+# Up to nine processes compile at once on the GPU machine's 16 cores: keep inductor's worker pools from
+# multiplying past them (a parallelism knob; it changes no kernel). Set in each child's env, not in ours.
+GPU_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "2"}
+
 
 def run_measure(m: GpuMeasure, c: GpuCase, s: Scratch, out: Path, dry: bool, timeout: float) -> dict[str, Any]:
     """The measurement module for every compile mode in one process (one import of unsloth)."""
@@ -90,7 +94,7 @@ def run_measure(m: GpuMeasure, c: GpuCase, s: Scratch, out: Path, dry: bool, tim
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     # Dry: import unsloth on a host without a GPU (DESIGN.md section 7).
-    env = envrun.clean_env(envrun.probes_path(work), **({"UNSLOTH_ALLOW_CPU": "1"} if dry else {}))
+    env = envrun.clean_env(envrun.probes_path(work), **GPU_ENV, **({"UNSLOTH_ALLOW_CPU": "1"} if dry else {}))
     result = work / "measure.json"
     argv = [str(s.python), "-m", m.module, "--out", str(result), "--device", "cuda", "--compile",
             ",".join(m.compile_modes), *(["--cpu-check"] if dry else [])]
@@ -186,7 +190,7 @@ def run_case(m: GpuMeasure, c: GpuCase, interp: Interpreter, doc: dict[str, Any]
                                   "(dry run: wheels installed, import unsloth checked)")
                 probes[mode] = None
             else:
-                probes[mode] = pool.submit(record_and_probe, run, s.root, s.python, say)
+                probes[mode] = pool.submit(record_and_probe, run, s.root, s.python, say, extra_env=GPU_ENV)
         measured = measure.result()
         for f in probes.values():
             if f is not None:

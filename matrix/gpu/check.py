@@ -16,7 +16,6 @@ into 2.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import platform
 import sys
 import time
@@ -48,9 +47,6 @@ def main(argv: list[str], log: Any = print) -> int:
     if isinstance(args, int):
         return args
     started = time.perf_counter()
-    # Up to nine processes compile at once on the GPU machine's 16 cores: keep inductor's worker pools from
-    # multiplying past them (a parallelism knob; it changes no kernel). Every child inherits it.
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
     check, m = chosen(args.check)
     try:
         cases = [m.case(n.strip()) for n in args.cases.split(",") if n.strip()] or list(m.cases)

@@ -17,7 +17,7 @@ from matrix.exits import scan_code
 from matrix.scan.cache import write_atomic
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
 from matrix.scan.terms import ScanError
-from matrix.settings import CACHE_ENV, out_dir
+from matrix.settings import CACHE_ENV
 from probes import checks
 from reports.render.scan_markdown import render as render_markdown
 
@@ -92,7 +92,7 @@ def options(ns: argparse.Namespace) -> ScanOptions:
                        confirm_max=ns.confirm_max, check=ns.check)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], out: Path) -> int:
     """Scan, write, summarise; the exit code is in the module docstring (a failure raises ``ScanError``,
     which ``matrix.cli.guarded`` turns into 2)."""
     ns = parse(parser("skewmatrix scan"), argv)
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
         print(line, file=sys.stderr, flush=True)
 
     doc = run(options(ns), cache=ns.cache, log=progress)
-    paths = write(doc, ns.out or out_dir())
+    paths = write(doc, ns.out or out)
     print(summary(doc))
     for p in paths:
         print(f"wrote {p}")

@@ -209,7 +209,7 @@ def test_shipped_stacks_matrix() -> None:
 
 @pytest.mark.parametrize("strict", [True, False])
 def test_gate_strict_reaches_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict: bool) -> None:
-    from matrix import pipeline
+    from matrix import pipeline, runs
     from matrix.cell import write_json_atomic
     from tests.reports.cells import make_cell
 
@@ -220,5 +220,5 @@ def test_gate_strict_reaches_the_report(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     out = tmp_path / "out"
     write_json_atomic(out / "cells" / "u1__z1" / "cell.json", make_cell("u1__z1"))
-    rep = pipeline.report(out=out, log=lambda _: None)
+    rep = pipeline.report(runs.from_environ(out=out), log=lambda _: None)
     assert rep["gate"]["strict"] is strict
