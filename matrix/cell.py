@@ -35,7 +35,6 @@ from probes import checks
 from reports.model import CELL_SCHEMA
 
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
-TRAIN_ENV = "SKEWMATRIX_TRAIN"  # read by probes/phases.py
 DEFAULT_MIN_FREE_GB = 6.0
 
 
@@ -338,21 +337,21 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
     work = cdir / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    extra = {}
+    # Everything the probes need is on their command line (probes/handoff.py); their env is the clean one.
     roles = list(run.record["builds"])
     subject = axes.subject_of(roles)
-    for tree in (trees or {}).values():
-        if subject is not None and subject.is_tree:
-            extra[subject.tree_env] = str(tree)
-    guard_module = next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
-                        None)
-    if guard_module:  # the build names its guard protocol module; the probes read it (probes/checks/*/phases.py)
-        extra["SKEWMATRIX_GUARD_MODULE"] = guard_module
-    if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
-        extra[TRAIN_ENV] = "off"
-    env = envrun.clean_env(probes_path(cdir), **extra, **(extra_env or {}))
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
+    for tree in (trees or {}).values():
+        if subject is not None and subject.is_tree:
+            argv.append(f"--tree={subject.tree}={tree}")
+    guard_module = next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
+                        None)
+    if guard_module:  # the build names its guard protocol module
+        argv.append(f"--guard-module={guard_module}")
+    if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
+        argv.append("--no-train")
+    env = envrun.clean_env(probes_path(cdir), **(extra_env or {}))
     for name in checks.for_axes(roles):
         argv += ["--check", checks.info(name).id]
     say("probing (an `import unsloth` takes ~20 s on CPU)" if "unsloth" in roles else "probing")

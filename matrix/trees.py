@@ -1,6 +1,6 @@
 """How a cell's env is made from its builds: wheels pinned by override, or a subject's source trees.
 
-A subject that is a source tree (``probes.checks.Subject.tree_env``) is not
+A subject that is a source tree (``probes.checks.Subject.tree``) is not
 installed: the env gets each tree's own ``pyproject.toml`` dependencies, with
 the subject's extras that the tree declares and ``--no-sources`` (a tree's
 private indexes are out of reach; the index's torch serves CPU), and the
