@@ -16,7 +16,10 @@ the floors is harness overhead. Printed and written to
   on this machine's network interfaces meanwhile (``--no-cold`` skips it).
 
 Runs use their own output and env directories under ``reports/out/bench/``
-and ``--force`` so that reuse does not flatter the timed runs. ``nox -s bench
+and ``--force`` so that reuse does not flatter the timed runs. The timed runs
+are ``nox -s matrix`` in a child process on purpose: what is measured is the
+command a user runs, nox's session processes included. The floors run
+through ``matrix.envrun``, in the environment a cell's probes get. ``nox -s bench
 -- scan`` runs the scan benchmark instead (``scan``, below): releases
 classified, seconds cold and warm, peak RSS -> ``bench-scan.json``.
 """
@@ -36,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matrix import envrun
 from matrix.arguments import command_parser, parse
 from matrix.cell import write_json_atomic
 from matrix.errors import SkewmatrixError
@@ -95,15 +99,16 @@ def floor(env_dir: Path, modes: list[str] | None = None, repeats: int = 3) -> fl
     python = env_dir / "bin" / "python"
     total = 0.0
     for mode in modes or ["allow-cpu"]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("UNSLOTH_")}
-        env.update(FLOOR_MODES[mode])
         times = []
         with tempfile.TemporaryDirectory(prefix="skewmatrix-floor-") as tmp:
             for _ in range(repeats):
+                # the environment a cell's processes get (matrix.envrun: offline, no stray PYTHONPATH)
                 start = time.perf_counter()
-                subprocess.run([str(python), "-c", "import unsloth"], cwd=tmp, env=env, capture_output=True,
-                               check=True)
+                ran = envrun.run_python(python, "import unsloth", cwd=Path(tmp), timeout=600, **FLOOR_MODES[mode])
                 times.append(time.perf_counter() - start)
+                if not ran.ok:
+                    raise BenchError(f"bench: the floor of {env_dir} (import unsloth, {mode}) failed "
+                                     f"(exit {ran.returncode}):\n{ran.tail()}")
         total += min(times)
     return total
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import exits
+from matrix import envrun, exits
 from matrix.cell import CellRun, record_and_probe
 from matrix.envrun import ensure_env
 from matrix.errors import SkewmatrixError
@@ -37,8 +37,8 @@ class PinnedError(SkewmatrixError):
 def interpreter_prefix(python: Path) -> tuple[Path, str]:
     if not python.exists():
         raise PinnedError(f"--python {python}: no such file")
-    res = run_tool([str(python), "-c", "import sys, json; print(json.dumps([sys.prefix, '%d.%d' % "
-                    "sys.version_info[:2]]))"], timeout=60)
+    res = envrun.run_python(python, "import sys, json; print(json.dumps([sys.prefix, '%d.%d' % "
+                            "sys.version_info[:2]]))", timeout=60)
     if not res.ok:
         raise PinnedError(f"--python {python}: could not run it (exit {res.returncode}): {res.tail(5)}")
     prefix, version = json.loads(res.stdout.strip().splitlines()[-1])

@@ -137,7 +137,7 @@ def pinned_versions(lock: str) -> dict[str, str]:
     return out
 
 
-Runner = Callable[[list[str]], Any]  # argv -> a result with .returncode, .stdout, .stderr (matrix.tools.ToolResult)
+Runner = Callable[[list[str]], Any]  # argv -> a result with .returncode, .stdout, .stderr (matrix.tools.Ran)
 
 
 def admitted(requirement: str, python: str, workdir: Path, runner: Runner,

@@ -30,6 +30,7 @@ from typing import Any
 
 from matrix import envrun
 from matrix.scan.policy import boundaries, considered
+from probes.phases import RAW_ENV  # zoo without unsloth and without a GPU, as a cell's raw process
 
 PYTHON = "3.11"
 INSTALL_TIMEOUT_S = 1200
@@ -41,8 +42,6 @@ def runtime_code(runtime: str) -> str:
     module, _, function = runtime.partition(":")
     return f"import json; from {module} import {function}; print(json.dumps({function}('cpu')))"
 
-# zoo imports without unsloth and without a GPU (the raw probe process of a cell sets the same).
-RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RUNTIME_VERDICTS = ("vulnerable", "fixed", "absent")
 
 

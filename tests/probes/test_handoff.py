@@ -12,6 +12,7 @@ import pytest
 from matrix import cell as cell_mod
 from matrix import envrun, spec
 from matrix.cell import CellRun
+from matrix.tools import Ran
 from probes import handoff
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,9 +36,9 @@ def test_the_cell_runner_hands_guard_module_and_training_on_the_command_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[list[str], dict[str, str]]] = []
 
-    def run(argv: list[str], *, env: dict[str, str], **_: Any) -> envrun.Ran:
+    def run(argv: list[str], *, env: dict[str, str], **_: Any) -> Ran:
         seen.append((argv, env))
-        return envrun.Ran(None, 1)
+        return Ran(argv, None)
 
     monkeypatch.setattr(envrun, "run", run)
     monkeypatch.setattr(cell_mod, "installed", lambda env_dir: [])
