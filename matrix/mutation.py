@@ -164,17 +164,10 @@ def render_markdown(result: Score, meta: dict[str, Any]) -> str:
 
 def target_of(check: str | None) -> tuple[str, MutationTarget]:
     """The check (folder) whose mutation target runs: the named one, or the only one that declares one."""
-    declared = checks.with_capability("mutation")
-    valid = [checks.info(n).id for n in declared]
-    if check is None:
-        if len(declared) != 1:
-            raise MutationError(f"--check is required: checks with a mutation target: {valid or 'none'}")
-        name = declared[0]
-    else:
-        name = checks.folder_of(check) or check  # an id, or (as before) a folder name
-        if name not in declared:
-            why = checks.lacks(name, "mutation") if name in checks.REGISTRY else "no such check"
-            raise MutationError(f"--check {check!r}: {why}; valid: {valid}")
+    try:
+        name = checks.pick("mutation", check or "", sole=True)
+    except checks.PickError as exc:
+        raise MutationError(str(exc)) from None
     return name, checks.capability(name, "mutation")
 
 

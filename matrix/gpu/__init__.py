@@ -30,15 +30,8 @@ class GpuCheckError(SkewmatrixError):
 
 def chosen(check: str = "") -> tuple[str, GpuMeasure]:
     """(check id, its GPU measurement): the check named, or the first registered one that declares one."""
-    declared = checks.with_capability("gpu")
-    valid = [checks.info(n).id for n in declared]
-    if not check:
-        if not declared:
-            raise GpuCheckError("no registered check declares a GPU measurement (gpu.py in its folder)")
-        name = declared[0]
-    else:
-        name = checks.folder_of(check) or ""
-        if name not in declared:
-            why = checks.lacks(name, "gpu") if name else "no registered check has this id"
-            raise GpuCheckError(f"--check {check!r}: {why}; valid: {', '.join(valid) or 'none'}")
+    try:
+        name = checks.pick("gpu", check)
+    except checks.PickError as exc:
+        raise GpuCheckError(str(exc)) from None
     return checks.info(name).id, checks.capability(name, "gpu")
