@@ -26,7 +26,7 @@
 
 `nox -s NAME -- --help` lists a session's options and exit codes; an unknown
 argument is a usage line and exit 2. The exit codes and what each means per
-command: ``matrix.exits`` (the one table). ``_exit`` below is the one
+command: ``matrix.errors`` (the one table). ``_exit`` below is the one
 translation from a code to nox's session result.
 
 Why the cells of `nox -s matrix` exit 0 with a failing verdict: nox aborts a
@@ -54,8 +54,9 @@ from nox.command import CommandFailed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from matrix import cli, exits, sessions
-from matrix.settings import RUN_ID_ENV
+from matrix import cli, errors
+from matrix.cli import sessions
+from matrix.spec.settings import RUN_ID_ENV
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["matrix"]
@@ -120,9 +121,9 @@ _check_posargs(_requested, sys.argv)
 def _exit(session: nox.Session, code: int) -> None:
     """A command's exit code as the session's result: 1 fails the session (nox goes on with the
     others and exits 1), 2 stops nox with 2 (bad input, a harness failure)."""
-    if code == exits.EXIT_OK:
+    if code == errors.EXIT_OK:
         return
-    if code == exits.EXIT_GATE:
+    if code == errors.EXIT_GATE:
         raise CommandFailed(f"exit {code} (see above)")
     raise SystemExit(code)
 
@@ -138,7 +139,7 @@ def cell(session: nox.Session, cell: str) -> None:
     code = cli.guarded(lambda: cli.dispatch(
         lambda a, run: cli.run_cell(cell, env_dir, a, run, n=N_CELLS, strict=not FAN_IN, log=session.log), args,
         BASE), prog=f"skewmatrix cell {cell}")
-    if code == exits.EXIT_HARNESS:
+    if code == errors.EXIT_HARNESS:
         # A harness failure in one cell: the other cells still run; nox then aborts the report.
         session.error(f"cell {cell}: the harness failed (exit 2); see above")
     _exit(session, code)

@@ -14,7 +14,7 @@ Which states fail is the report's ``gate.failing_states`` (the matrix file's
 nothing here spells a state list of its own. The outcome is data: whether
 it ``passed`` (no ``fail``, no ``xpass``) and whether some cell gave
 ``no_verdict`` (an unexpected ``error``). The harness turns it into an exit
-code (``matrix.exits``); no number is chosen here.
+code (``matrix.errors``); no number is chosen here.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli, runs, sessions, spec
-from matrix.errors import SkewmatrixError
-from matrix.exits import EXIT_GATE, EXIT_HARNESS, EXIT_OK, gate_code, run_code
+from matrix import cli, spec
+from matrix.cells import runs
+from matrix.cli import sessions
+from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK, SkewmatrixError, gate_code, run_code
 from reports.gate import evaluate
 from tests.matrices import GOOD
 
@@ -125,7 +126,7 @@ def _run_of(text: str, tmp_path: Path) -> runs.Run:
 
 
 def test_exit_zero_opts_out_and_says_what_the_gate_would_have_said(tmp_path: Path) -> None:
-    from matrix import pipeline
+    from matrix.cells import pipeline
 
     run = _run_of(GOOD, tmp_path)
     rep = report(entry("u1__z1", {FUSED: "missing"}), entry("u1__z2", {FUSED: "not-needed"}))
@@ -139,7 +140,7 @@ def test_exit_zero_opts_out_and_says_what_the_gate_would_have_said(tmp_path: Pat
 
 
 def test_judge_uses_the_matrix_files_current_expectations(tmp_path: Path) -> None:
-    from matrix import pipeline
+    from matrix.cells import pipeline
 
     text = GOOD + f'[[expect]]\nzoo = "z1"\ncheck = "{FUSED}"\nstate = "missing"\n'
     run = _run_of(text, tmp_path)
@@ -380,7 +381,7 @@ def test_chromium_missing_without_root_names_the_one_command() -> None:
 
 
 def test_cell_line_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
-    from matrix.progress import cell_line
+    from matrix.cells.progress import cell_line
 
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
@@ -397,7 +398,7 @@ def test_cell_line_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_long_step_says_it_is_still_running() -> None:
     import time
 
-    from matrix.progress import ticking
+    from matrix.cells.progress import ticking
 
     said: list[str] = []
     with ticking(said.append, "installing", every=0.05):
@@ -406,7 +407,7 @@ def test_a_long_step_says_it_is_still_running() -> None:
 
 
 def test_finished_cells_are_counted_across_processes(tmp_path: Path) -> None:
-    from matrix.progress import next_k
+    from matrix.cells.progress import next_k
 
     assert [next_k(tmp_path, "run1") for _ in range(3)] == [1, 2, 3]
     assert next_k(tmp_path, "run2") == 1

@@ -1,4 +1,4 @@
-"""The exit codes have one owner (``matrix.exits``): its table renders every ``--help`` and the README's section,
+"""The exit codes have one owner (``matrix.errors``): its table renders every ``--help`` and the README's section,
 and no other module of the harness writes an exit code as a number."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli, exits
-from matrix.arguments import parse
+from matrix import cli, errors
+from matrix.cli.arguments import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,26 +29,26 @@ def test_readme_section_is_cut_between_its_heading_and_the_next() -> None:
 
 def test_the_readme_exit_codes_are_the_rendered_table() -> None:
     section = readme_section((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert section == exits.markdown(), ("README.md's '## Exit codes' section differs from matrix.exits.markdown(); "
-                                         "paste the rendered table:\n" + exits.markdown())
+    assert section == errors.markdown(), ("README.md's '## Exit codes' section differs from "
+                                         "matrix.errors.markdown(); paste the rendered table:\n" + errors.markdown())
 
 
 def test_the_markdown_has_one_row_per_code_and_a_column_per_group() -> None:
-    lines = exits.markdown().splitlines()
+    lines = errors.markdown().splitlines()
     assert lines[0] == ("| code | matrix, report, cell | gate, pinned | scan | mutation | bench, cells, checks, "
                         "validate, gpu-wheelhouse, gpu-check, ci-matrix |")
     assert [line.split(" | ")[0] for line in lines[2:5]] == ["| 0", "| 1", "| 2"]
     # bench and its kind never exit 1: an empty meaning renders as a dash, and the epilog leaves the line out
-    assert lines[3].endswith("| — |") and "  1  " not in exits.epilog("bench")
+    assert lines[3].endswith("| — |") and "  1  " not in errors.epilog("bench")
 
 
 @pytest.mark.parametrize("name", list(cli.COMMANDS))
 def test_every_help_epilog_is_the_commands_column(name: str) -> None:
-    col = exits.group_of(name)
-    expected = ["exit codes:"] + [f"{r.code} {r.meanings[col]}" for r in exits.TABLE if r.meanings[col]]
-    assert " ".join(exits.epilog(name).split()) == " ".join(expected)
-    assert all(len(line) <= 100 for line in exits.epilog(name).splitlines())
-    assert cli.command_parser(name, f"nox -s {name} --").epilog == exits.epilog(name)
+    col = errors.group_of(name)
+    expected = ["exit codes:"] + [f"{r.code} {r.meanings[col]}" for r in errors.TABLE if r.meanings[col]]
+    assert " ".join(errors.epilog(name).split()) == " ".join(expected)
+    assert all(len(line) <= 100 for line in errors.epilog(name).splitlines())
+    assert cli.command_parser(name, f"nox -s {name} --").epilog == errors.epilog(name)
 
 
 @pytest.mark.parametrize(("name", "argv", "needle"), [
@@ -62,8 +62,8 @@ def test_commands_that_parse_their_own_arguments_show_their_column(name: str, ar
         from matrix.mutation import _parser
         p = _parser()
     else:
-        p = cli._Parser(prog="bench", epilog=exits.epilog("bench"))
-    assert parse(p, ["--help"]) == exits.EXIT_OK
+        p = cli._Parser(prog="bench", epilog=errors.epilog("bench"))
+    assert parse(p, ["--help"]) == errors.EXIT_OK
     assert needle in capsys.readouterr().out
 
 
@@ -72,18 +72,19 @@ def test_outcome_to_code_mapping() -> None:
         def __init__(self, passed: bool, no_verdict: bool) -> None:
             self.passed, self.no_verdict = passed, no_verdict
 
-    assert [exits.run_code(Outcome(p, n)) for p, n in ((True, False), (False, False), (False, True))] == [0, 1, 1]
-    assert [exits.gate_code(Outcome(p, n)) for p, n in ((True, False), (False, False), (False, True))] == [0, 1, 2]
-    assert (exits.scan_code(False), exits.scan_code(True)) == (0, 1)
-    assert (exits.mutation_code(True), exits.mutation_code(False)) == (0, 1)
-    assert exits.cell_code("fail", strict=True, exit_zero=False) == 1
-    assert exits.cell_code("xpass", strict=False, exit_zero=False) == 0  # a prerequisite of `nox -s matrix`
-    assert exits.cell_code("fail", strict=True, exit_zero=True) == 0
-    assert exits.cell_code("xfail", strict=True, exit_zero=False) == 0
+    assert [errors.run_code(Outcome(p, n)) for p, n in ((True, False), (False, False), (False, True))] == [0, 1, 1]
+    assert [errors.gate_code(Outcome(p, n)) for p, n in ((True, False), (False, False), (False, True))] == [0, 1, 2]
+    assert (errors.scan_code(False), errors.scan_code(True)) == (0, 1)
+    assert (errors.mutation_code(True), errors.mutation_code(False)) == (0, 1)
+    assert errors.cell_code("fail", strict=True, exit_zero=False) == 1
+    assert errors.cell_code("xpass", strict=False, exit_zero=False) == 0  # a prerequisite of `nox -s matrix`
+    assert errors.cell_code("fail", strict=True, exit_zero=True) == 0
+    assert errors.cell_code("xfail", strict=True, exit_zero=False) == 0
 
 
 def _number_returns(path: Path, root: Path = ROOT) -> list[str]:
-    """``return 1``/``return 2``, ``SystemExit(1|2)``, ``sys.exit(1|2)`` and ``EXIT_X = n`` outside ``matrix.exits``."""
+    """``return 1``/``return 2``, ``SystemExit(1|2)``, ``sys.exit(1|2)`` and ``EXIT_X = n`` outside
+    ``matrix.errors``."""
     out = []
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
@@ -104,7 +105,7 @@ def _number_returns(path: Path, root: Path = ROOT) -> list[str]:
 def test_no_other_harness_module_writes_an_exit_code() -> None:
     # Functions that return 1 or 2 as a count or an index would show up here too; none of ours do in these places.
     paths = [ROOT / "noxfile.py", *sorted((ROOT / "matrix").rglob("*.py")), *sorted((ROOT / "reports").rglob("*.py"))]
-    found = [hit for p in paths if p.name != "exits.py" and "backports" not in p.parts for hit in _number_returns(p)]
+    found = [hit for p in paths if p.name != "errors.py" and "backports" not in p.parts for hit in _number_returns(p)]
     assert found == []
 
 

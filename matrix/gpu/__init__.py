@@ -8,7 +8,7 @@ offline wheelhouse with a manifest; there, ``check`` installs each case's
 wheels with ``pip install --no-deps --target`` into a scratch folder next to
 the machine's own torch (``interpreter``) and, all cases at once, runs the
 harness's own cell step and the check's measurement in that interpreter
-(``cells``), through the one env runner (``matrix.envrun``). Each case and
+(``cells``), through the one env runner (``matrix.envs.envrun``). Each case and
 compile mode becomes one cell JSON whose ``gpu`` key holds the measurement,
 declared by the measurement's matrix file, so ``SKEWMATRIX_MATRIX=<that file>
 nox -s report -- CPU_DIR OUT`` renders the GPU rows next to the CPU ones.

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from matrix.arguments import command_parser, parse
-from matrix.cell import write_json_atomic
+from matrix.cells.cell import write_json_atomic
+from matrix.cli.arguments import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
 from matrix.gpu.cells import run_case
 from matrix.gpu.interpreter import inspect_python

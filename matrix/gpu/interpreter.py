@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun
+from matrix.envs import envrun
 from matrix.gpu import GpuCheckError
 from matrix.gpu.wheelhouse import build_guard, guard_build, pick_wheels, record_digest, sha256_file
 from probes.checks import GpuCase, GpuMeasure

@@ -36,9 +36,9 @@ from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from matrix.arguments import command_parser, parse
+from matrix.cli.arguments import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
-from matrix.settings import REPO_ROOT
+from matrix.spec.settings import REPO_ROOT
 from probes.checks import GpuCase, GpuMeasure
 
 DEFAULT_OUT = REPO_ROOT / "build" / "gpu-wheelhouse"

@@ -1,6 +1,6 @@
 """``nox -s scan -- ARGS``: run the scan, write ``scan.json`` and ``scan.md``, print a summary.
 
-Exit codes: ``matrix.exits`` (0 written; 1 written, but the static and
+Exit codes: ``matrix.errors`` (0 written; 1 written, but the static and
 runtime detectors disagree on a release; 2 bad option or the scan could not run).
 """
 
@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from matrix.arguments import command_parser, parse
-from matrix.exits import scan_code
+from matrix.cli.arguments import command_parser, parse
+from matrix.errors import scan_code
 from matrix.scan.cache import write_atomic
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
 from matrix.scan.terms import ScanError
-from matrix.settings import CACHE_ENV
+from matrix.spec.settings import CACHE_ENV
 from probes import checks
 from reports.render.scan_markdown import render as render_markdown
 

@@ -226,7 +226,7 @@ def test_dry_run_writes_well_formed_cells_that_say_no_cuda(dry_run: Path) -> Non
 
 @pytest.mark.integration
 def test_dry_run_cells_merge_into_the_report(dry_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from matrix import pipeline, runs
+    from matrix.cells import pipeline, runs
 
     monkeypatch.setenv("SKEWMATRIX_MATRIX", str(MATRIX_FILE))
     monkeypatch.setenv("SKEWMATRIX_OUT", str(tmp_path / "out"))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrix import release_gate as gate
-from matrix import spec, stacks
-from matrix.tools import Ran
+from matrix import spec
+from matrix.cli import release_gate as gate
+from matrix.envs.tools import Ran
+from matrix.spec import stacks
 
 LOCK = """accelerate==1.16.0
     # via trl

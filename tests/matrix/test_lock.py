@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix import pipeline
+from matrix.cells import pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
-HOLD = ("import sys, time; from pathlib import Path; from matrix import pipeline; "
+HOLD = ("import sys, time; from pathlib import Path; from matrix.cells import pipeline; "
         "pipeline.acquire_run_lock(Path(sys.argv[1]), sys.argv[2]); print('held', flush=True); time.sleep(60)")
 
 

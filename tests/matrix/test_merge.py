@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix import pipeline, runs
-from matrix.cell import write_json_atomic
-from matrix.collect import ResultFileError
+from matrix.cells import pipeline, runs
+from matrix.cells.cell import write_json_atomic
+from matrix.cells.collect import ResultFileError
 from tests.matrices import GOOD as MATRIX
 from tests.reports.cells import make_cell
 

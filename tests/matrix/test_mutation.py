@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from matrix import cli, envrun, mutation, survivors
+from matrix import cli, mutation
+from matrix.envs import envrun
+from matrix.mutation import survivors
 from matrix.sources import BackportSource, Materialized, PypiSource
 from matrix.spec import REPO_ROOT
 from probes.checks.fused_ce_masked_nan import mutation_ops as mutate

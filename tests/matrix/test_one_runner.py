@@ -1,5 +1,5 @@
-"""One way to run an env: every process the harness starts in an env goes through ``matrix.envrun``, with one
-result type (``matrix.tools.Ran``)."""
+"""One way to run an env: every process the harness starts in an env goes through ``matrix.envs.envrun``, with one
+result type (``matrix.envs.tools.Ran``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from matrix import bench, envrun
-from matrix.tools import Ran
+from matrix.cli import bench
+from matrix.envs import envrun
+from matrix.envs.tools import Ran
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where the harness may start a process itself, and why: the runners, the bench's timed `nox -s matrix` (the
 # command a user runs, measured as is), and the GPU wheelhouse's `pip download` with the harness's own Python.
-STARTERS = {"matrix/tools.py", "matrix/envrun.py", "matrix/bench.py", "matrix/gpu/wheelhouse.py"}
+STARTERS = {"matrix/envs/tools.py", "matrix/envs/envrun.py", "matrix/cli/bench.py", "matrix/gpu/wheelhouse.py"}
 
 
 def test_no_other_module_starts_a_process() -> None:
@@ -30,7 +31,7 @@ def test_no_other_module_starts_a_process() -> None:
 
 def test_one_result_type() -> None:
     text = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "matrix").rglob("*.py"))
-    assert "ToolResult" not in text and "class Ran" not in (ROOT / "matrix" / "envrun.py").read_text()
+    assert "ToolResult" not in text and "class Ran" not in (ROOT / "matrix" / "envs" / "envrun.py").read_text()
 
 
 def test_the_bench_floor_runs_in_a_cells_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from matrix import cli, pipeline, runs, spec
-from matrix.cell import write_json_atomic
+from matrix import cli, spec
+from matrix.cells import pipeline, runs
+from matrix.cells.cell import write_json_atomic
 from tests.matrices import GOOD
 from tests.reports.cells import make_cell
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from matrix import cell as cell_mod
-from matrix import envrun, spec
-from matrix.cell import CellRun
+from matrix import spec
+from matrix.cells import cell as cell_mod
+from matrix.cells.cell import CellRun
+from matrix.envs import envrun
+from matrix.envs.tools import Ran
 from matrix.sources import Materialized
-from matrix.tools import Ran
 from tests.matrices import ONE_CELL
 
 STACK = '[options]\ntorch = ">=2.12,<2.15"\n[[stack]]\nname = "floor"\ntransformers = "4.52.4"\ntrl = "==0.18.2"\n'

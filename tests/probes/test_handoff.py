@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from matrix import cell as cell_mod
-from matrix import envrun, spec
-from matrix.cell import CellRun
-from matrix.tools import Ran
+from matrix import spec
+from matrix.cells import cell as cell_mod
+from matrix.cells.cell import CellRun
+from matrix.envs import envrun
+from matrix.envs.tools import Ran
 from probes import handoff
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 ``uv_bin()`` prefers the ``uv`` Python package that skewmatrix depends on,
 then ``uv`` on PATH. ``run_tool`` runs a tool of ours (uv, git) with our
 environment, captures its output, and returns it as :class:`Ran`, the one
-result type of every process the harness starts (``matrix.envrun`` runs the
+result type of every process the harness starts (``matrix.envs.envrun`` runs the
 processes in an env with the same type); callers decide what a non-zero
 exit means (uv: 1 = no resolution, 2 = network or usage error).
 """

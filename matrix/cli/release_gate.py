@@ -9,7 +9,7 @@ For one candidate unsloth build (a version, a path to a checkout or wheel, or
   pinned environment or a lockfile would reach with an override;
 * any zoo backports named with ``--backport NAME@BASEVERSION``.
 
-Each pair is crossed with two trainer stacks (``[[stack]]``, ``matrix.stacks``):
+Each pair is crossed with two trainer stacks (``[[stack]]``, ``matrix.spec.stacks``):
 the floor and the newest transformers/TRL the candidate admits, derived with
 ``uv pip compile`` (as usual, and ``--resolution lowest-direct``), never
 hard-coded. One stack when both coincide; none, said in the generated file and
@@ -18,16 +18,16 @@ the log, when the candidate's requirements cannot be resolved.
 Zoo releases and their static verdicts come from the scan (``matrix.scan``,
 warm in well under a second), so yanked releases are never candidates. The
 gate writes a generated matrix file, runs it through the pipeline like any
-other matrix (``matrix.pipeline.run_matrix``, in this process), and exits 0
+other matrix (``matrix.cells.pipeline.run_matrix``, in this process), and exits 0
 (all pass), 1 (``missing``/``broken``), or 2 (``error``, or the harness
-failed) -- see ``matrix.exits``.
+failed) -- see ``matrix.errors``.
 
 Why in this process and not a nested ``nox -s matrix``: nox would only add a
 second process that loads the noxfile again and parses the generated matrix
 once more, and the gate would then have to hand it the run (output directory,
 strictness, a fresh run id) through environment variables and read its
 verdict back from ``report.json``. In-process the gate builds a run value of
-its own (``matrix.runs.Run``) and gets the report as a value. Cells then run
+its own (``matrix.cells.runs.Run``) and gets the report as a value. Cells then run
 one after the other, as ``nox -s matrix`` without ``-j`` did.
 """
 
@@ -44,13 +44,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from matrix import exits, stacks
+from matrix import errors
+from matrix.cells.runs import Run
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.inputs import CONTROL_RE
-from matrix.runs import Run
-from matrix.spec import CellOptions
-from matrix.stacks import Stack
-from matrix.tools import run_tool, uv_bin
+from matrix.spec import CellOptions, stacks
+from matrix.spec.inputs import CONTROL_RE
+from matrix.spec.stacks import Stack
 
 GIT_RE = re.compile(r"^git\+(?P<url>.+)@(?P<ref>[^@/]+)$")
 
@@ -158,9 +158,10 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
 
 
 def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print) -> int:
-    """The gate for parsed arguments (``matrix.arguments.add_gate_arguments``), writing under ``outer``'s
-    output directory; exit 0/1/2 (``matrix.exits``)."""
-    from matrix import pipeline, scan
+    """The gate for parsed arguments (``matrix.cli.arguments.add_gate_arguments``), writing under ``outer``'s
+    output directory; exit 0/1/2 (``matrix.errors``)."""
+    from matrix import scan
+    from matrix.cells import pipeline
     from reports.gate import evaluate, recommendation
 
     if not 0 <= args.below <= 50:
@@ -208,6 +209,6 @@ def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print)
     outcome = evaluate(report)
     for line in outcome.lines():
         log(f"gate: {line}")
-    code = exits.gate_code(outcome)
-    log(f"gate: exit {code} ({exits.gate_words(code)})")
+    code = errors.gate_code(outcome)
+    log(f"gate: exit {code} ({errors.gate_words(code)})")
     return code

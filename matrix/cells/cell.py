@@ -23,14 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from matrix import axes, envrun, stacks, trees
-from matrix.envrun import PROBES_DIR, ensure_env, probes_path
+from matrix.cells.installed import installed, torch_build
+from matrix.cells.progress import ticking
+from matrix.envs import envrun
+from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.installed import installed, torch_build
-from matrix.progress import ticking
 from matrix.sources import Materialized
-from matrix.spec import Build, Cell, CellOptions, Matrix
-from matrix.tools import run_tool, uv_bin
+from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
 from probes import checks
 from reports.model import CELL_SCHEMA
 

@@ -21,13 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, exits
-from matrix.cell import CellRun, record_and_probe
-from matrix.envrun import ensure_env
+from matrix import errors
+from matrix.cells.cell import CellRun, record_and_probe
+from matrix.cells.installed import installed
+from matrix.envs import envrun
+from matrix.envs.envrun import ensure_env
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.installed import installed
 from matrix.spec import CellOptions
-from matrix.tools import run_tool, uv_bin
 
 
 class PinnedError(SkewmatrixError):
@@ -112,9 +113,9 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
 
 
 def run(args: argparse.Namespace, out: Path, *, strict: bool = False, log: Callable[[str], Any] = print) -> int:
-    """Probe what the parsed arguments name (``matrix.arguments.add_pinned_arguments``); exit 0/1/2
-    (``matrix.exits``)."""
-    from matrix.collect import fixed_since_zoo
+    """Probe what the parsed arguments name (``matrix.cli.arguments.add_pinned_arguments``); exit 0/1/2
+    (``matrix.errors``)."""
+    from matrix.cells.collect import fixed_since_zoo
     from reports.gate import evaluate, recommendation
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
@@ -126,6 +127,6 @@ def run(args: argparse.Namespace, out: Path, *, strict: bool = False, log: Calla
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))
     log(recommendation(report["cells"][0], report["checks"], *fixed_since_zoo(out)))
-    code = exits.gate_code(evaluate(report))
-    log(f"pinned: exit {code} ({exits.gate_words(code)})")
+    code = errors.gate_code(evaluate(report))
+    log(f"pinned: exit {code} ({errors.gate_words(code)})")
     return code

@@ -1,12 +1,12 @@
 """The env runner: build an env, link ``probes`` onto PYTHONPATH, clean the environment, run our code there.
 
 Every process the harness starts in an env goes through here: a cell's
-probes (``matrix.cell``), pinned's interpreter check (``matrix.pinned``),
-the bench floor (``matrix.bench``), the mutation runner and its survivor
-envs (``matrix.mutation``, ``matrix.survivors``), the scan's runtime
+probes (``matrix.cells.cell``), pinned's interpreter check (``matrix.cli.pinned``),
+the bench floor (``matrix.cli.bench``), the mutation runner and its survivor
+envs (``matrix.mutation``, ``matrix.mutation.survivors``), the scan's runtime
 confirmation (``matrix.scan.confirm``) and the GPU device check
 (``matrix.gpu``: interpreter, installer, probes, measurement). They all get
-the same result type, ``matrix.tools.Ran``.
+the same result type, ``matrix.envs.tools.Ran``.
 
 * **build**: ``ensure_env`` / ``create_env`` make a uv venv; ``install``
   installs requirements with an overrides file, so a pair whose metadata
@@ -30,9 +30,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.settings import REPO_ROOT
-from matrix.tools import Ran, redact_text, run_tool, uv_bin
+from matrix.spec.settings import REPO_ROOT
 
 PROBES_DIR = REPO_ROOT / "probes"
 # The probes need no network: keep the libraries under test off it (hubs, telemetry).

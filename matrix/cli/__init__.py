@@ -26,8 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import runs
-from matrix.arguments import (
+from matrix.cells import runs
+from matrix.cells.runs import Run
+from matrix.cli.arguments import (
     add_bench_arguments,
     add_gate_arguments,
     add_pinned_arguments,
@@ -35,13 +36,11 @@ from matrix.arguments import (
     add_run_arguments,
     parse,
 )
-from matrix.errors import SkewmatrixError
-from matrix.exits import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, cell_code, epilog
-from matrix.runs import Run
+from matrix.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, SkewmatrixError, cell_code, epilog
 
 DEBUG_ENV = "SKEWMATRIX_DEBUG"
 class _Parser(argparse.ArgumentParser):
-    """argparse with the exit codes under every --help (``matrix.exits``), and bad input always exit 2."""
+    """argparse with the exit codes under every --help (``matrix.errors``), and bad input always exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -99,7 +98,7 @@ def _print_report(rep: dict[str, Any], fmt: str) -> None:
 
 
 def cmd_report(args: argparse.Namespace, run: Run) -> int:
-    from matrix import pipeline
+    from matrix.cells import pipeline
 
     log = _logger(args.format)
     rep = pipeline.report(run, [Path(d) for d in args.dirs] or None, log=log)
@@ -108,9 +107,9 @@ def cmd_report(args: argparse.Namespace, run: Run) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace, run: Run, *, run_cells: bool = True) -> int:
-    """Every selected cell (``matrix.pipeline.run_matrix``), then the report and the gate; ``run_cells=False``
+    """Every selected cell (``matrix.cells.pipeline.run_matrix``), then the report and the gate; ``run_cells=False``
     when nox has run the cells as sessions of their own."""
-    from matrix import pipeline
+    from matrix.cells import pipeline
 
     log = _logger(args.format)
     if run_cells:
@@ -130,8 +129,8 @@ def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, run: Run, *,
     aborts a ``requires=`` fan-in when any prerequisite failed, and the
     ``matrix`` session must still write the report; it then fails the run.
     """
-    from matrix import pipeline
-    from matrix.progress import next_k
+    from matrix.cells import pipeline
+    from matrix.cells.progress import next_k
 
     start = time.perf_counter()
     record = pipeline.run_one(run, cell_id, env_dir, create_env=create_env, force=args.force, device=args.device,
@@ -150,13 +149,13 @@ def cmd_cell(args: argparse.Namespace, run: Run) -> int:
 
 
 def cmd_gate(args: argparse.Namespace, run: Run) -> int:
-    from matrix import release_gate
+    from matrix.cli import release_gate
 
     return release_gate.run(args, run, log=print)
 
 
 def cmd_pinned(args: argparse.Namespace, run: Run) -> int:
-    from matrix import pinned
+    from matrix.cli import pinned
 
     return pinned.run(args, run.out / "pinned", strict=run.strict, log=print)
 
@@ -178,7 +177,7 @@ def cmd_mutation(args: argparse.Namespace, run: Run) -> int:
 def cmd_bench(args: argparse.Namespace, run: Run) -> int:
     argv = list(args.args)
     if argv[:1] == ["scan"]:
-        from matrix import bench
+        from matrix.cli import bench
 
         return bench.scan(argv, out=run.out)
     p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0], epilog=epilog("bench"))
@@ -186,7 +185,7 @@ def cmd_bench(args: argparse.Namespace, run: Run) -> int:
     parsed = parse(p, argv)
     if isinstance(parsed, int):
         return parsed
-    from matrix import bench
+    from matrix.cli import bench
 
     return bench.run(parsed, run)
 
@@ -204,7 +203,7 @@ def cmd_gpu_wheelhouse(args: argparse.Namespace, run: Run) -> int:
 
 
 def cmd_ci_matrix(args: argparse.Namespace, run: Run) -> int:
-    from matrix.ci import from_text
+    from matrix.cli.ci import from_text
 
     print(from_text(sys.stdin.read()))
     return EXIT_OK

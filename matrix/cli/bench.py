@@ -19,7 +19,7 @@ Runs use their own output and env directories under ``reports/out/bench/``
 and ``--force`` so that reuse does not flatter the timed runs. The timed runs
 are ``nox -s matrix`` in a child process on purpose: what is measured is the
 command a user runs, nox's session processes included. The floors run
-through ``matrix.envrun``, in the environment a cell's probes get. ``nox -s bench
+through ``matrix.envs.envrun``, in the environment a cell's probes get. ``nox -s bench
 -- scan`` runs the scan benchmark instead (``scan``, below): releases
 classified, seconds cold and warm, peak RSS -> ``bench-scan.json``.
 """
@@ -39,11 +39,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun
-from matrix.arguments import command_parser, parse
-from matrix.cell import write_json_atomic
+from matrix.cells.cell import write_json_atomic
+from matrix.cells.runs import Run
+from matrix.cli.arguments import command_parser, parse
+from matrix.envs import envrun
 from matrix.errors import SkewmatrixError
-from matrix.runs import Run
 from matrix.scan.cache import ScanIndex, write_atomic
 from matrix.scan.run import ScanOptions
 from matrix.scan.run import run as run_scan
@@ -102,7 +102,7 @@ def floor(env_dir: Path, modes: list[str] | None = None, repeats: int = 3) -> fl
         times = []
         with tempfile.TemporaryDirectory(prefix="skewmatrix-floor-") as tmp:
             for _ in range(repeats):
-                # the environment a cell's processes get (matrix.envrun: offline, no stray PYTHONPATH)
+                # the environment a cell's processes get (matrix.envs.envrun: offline, no stray PYTHONPATH)
                 start = time.perf_counter()
                 ran = envrun.run_python(python, "import unsloth", cwd=Path(tmp), timeout=600, **FLOOR_MODES[mode])
                 times.append(time.perf_counter() - start)

@@ -5,7 +5,7 @@ load matrix -> expand cells -> (per cell) build env -> probe -> cell JSON
 
 The nox sessions in ``noxfile.py`` and ``python -m matrix`` are thin calls
 into this module, each with the run value the command line built
-(``matrix.runs.Run``: the parsed matrix, the output directory, strict, the
+(``matrix.cells.runs.Run``: the parsed matrix, the output directory, strict, the
 run id, the shard). :func:`run_matrix` is the loop over a run's cells.
 """
 
@@ -19,21 +19,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import exits, inputs, spec
-from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
-from matrix.collect import load_cells
+from matrix import errors, spec
+from matrix.cells.cell import CellRun, error_cell, run_cell, write_json_atomic
+from matrix.cells.collect import load_cells
+from matrix.cells.runs import Run
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient
-from matrix.runs import Run
 from matrix.scan import compare_with_cells
-from matrix.spec import REPO_ROOT, Matrix
+from matrix.spec import REPO_ROOT, Matrix, inputs
 
 
 def run_matrix(run: Run, *, force: bool = False, device: str | None = None,
                log: Callable[[str], Any] = print) -> None:
     """Every selected cell of ``run``, one after the other (env directories under OUT/envs), each with its
     ``[k/N]`` line."""
-    from matrix.progress import next_k
+    from matrix.cells.progress import next_k
 
     cells = run.cells
     for cell in cells:
@@ -226,7 +226,7 @@ def expect_from_matrix(rep: dict[str, Any], matrix: Matrix) -> None:
 def judge(rep: dict[str, Any], run: Run, *, exit_zero: bool = False, verbose: int = 0,
           log: Callable[[str], Any] = print) -> int:
     """Print what the gate makes of ``rep`` and return the run's exit code (0 or 1; 0 with ``exit_zero``)."""
-    from matrix.progress import paint
+    from matrix.cells.progress import paint
     from reports.gate import evaluate
 
     expect_from_matrix(rep, run.matrix)
@@ -234,13 +234,13 @@ def judge(rep: dict[str, Any], run: Run, *, exit_zero: bool = False, verbose: in
     lines = [c.describe() for c in outcome.checks] if verbose else outcome.lines()
     for line in lines:
         log(f"  {line}")
-    code = exits.run_code(outcome)
-    colour = "green" if code == exits.EXIT_OK else "red"
+    code = errors.run_code(outcome)
+    colour = "green" if code == errors.EXIT_OK else "red"
     log(paint(outcome.summary(), colour))
     if exit_zero and code:
         log(f"exit 0 (--exit-zero; the gate alone would exit {code})")
-        return exits.EXIT_OK
-    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == exits.EXIT_OK else
+        return errors.EXIT_OK
+    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == errors.EXIT_OK else
                           " (an unexpected gate failure or an XPASS; see above)"))
     return code
 
@@ -249,7 +249,7 @@ def finish_cell(record: dict[str, Any], cell: spec.Cell, run: Run, *, seconds: f
                 log: Callable[[str], Any] = print) -> str:
     """Print the ``[k/N] cell … → verdict (seconds)`` line for a finished cell; return its kind
     (pass, xfail, fail, xpass: see ``reports.gate``)."""
-    from matrix.progress import cell_line
+    from matrix.cells.progress import cell_line
     from reports.gate import evaluate
     from reports.model import build_report
 

@@ -5,13 +5,13 @@ mutation target (``mutation.py`` in its folder, see ``probes/checks``):
 build (or reuse) one cell env for the target's vulnerable pairing, run the
 check's probe-side runner in it (one ``import unsloth``, then load / install
 / test / uninstall per mutant), run what survived (and what the list calls
-``unreachable``) again on each survivor zoo in turn (``matrix.survivors``),
+``unreachable``) again on each survivor zoo in turn (``matrix.mutation.survivors``),
 then score what came back against the target's equivalence list (keyed by
 mutant id, one line of argument each) and write ``mutation.json`` and
 ``mutation.md`` under the output directory.
 
 Score = killed / (generated - equivalent), over the mutants that ran. Exit
-codes: ``matrix.exits`` (0 the score meets the bar, 1 it does not, 2 no score).
+codes: ``matrix.errors`` (0 the score meets the bar, 1 it does not, 2 no score).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, survivors
-from matrix.arguments import command_parser, parse
-from matrix.errors import MutationError
-from matrix.exits import mutation_code
+from matrix.cli.arguments import command_parser, parse
+from matrix.envs import envrun
+from matrix.errors import MutationError, mutation_code
+from matrix.mutation import survivors
 from matrix.spec import REPO_ROOT
 from probes import checks
 from probes.checks import MutationTarget
@@ -173,7 +173,7 @@ def target_of(check: str | None) -> tuple[str, MutationTarget]:
 
 def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_module: str,
                sample: int | None, only: list[str] | None = None) -> dict[str, Any]:
-    """Run the probe-side runner as a cell runs its probes (``matrix.envrun``: PYTHONPATH exposing ``probes``
+    """Run the probe-side runner as a cell runs its probes (``matrix.envs.envrun``: PYTHONPATH exposing ``probes``
     only, offline), with unsloth's GPU path allowed on CPU; trust it only with exit 0."""
     work = out_dir / "work"
     shutil.rmtree(work, ignore_errors=True)
@@ -331,7 +331,7 @@ def main(argv: list[str], out: Path) -> int:
     args = parse(_parser(), argv)
     if isinstance(args, int):
         return args
-    args.run_out = out  # the run's output directory (``matrix.runs``), under which --out defaults
+    args.run_out = out  # the run's output directory (``matrix.cells.runs``), under which --out defaults
     result, meta = run(args)
     pct = "n/a" if result.score is None else f"{result.score:.1%}"
     strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"

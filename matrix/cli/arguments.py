@@ -4,7 +4,7 @@ Kept apart from the CLI so that each command's options read in one place:
 the run options of ``matrix``/``cell`` (nox hands a session's posargs to
 every session it runs), the report options, the gate's, pinned's and bench's,
 and ``--strict`` (latent cells fail too), which the run value carries
-(``matrix.runs``).
+(``matrix.cells.runs``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from matrix.exits import EXIT_HARNESS, epilog
+from matrix.errors import EXIT_HARNESS, epilog
 
 FORMATS = ("terminal", "markdown", "json", "junit", "html")
 
@@ -21,7 +21,7 @@ FORMATS = ("terminal", "markdown", "json", "junit", "html")
 
 
 def command_parser(command: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A parser for ``command`` with its exit codes (``matrix.exits``) under ``--help``; the commands that parse
+    """A parser for ``command`` with its exit codes (``matrix.errors``) under ``--help``; the commands that parse
     their own arguments (scan, mutation, bench scan, the GPU commands) build theirs here."""
     kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
     kwargs.setdefault("epilog", epilog(command))

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from matrix import shard, spec
-from matrix.settings import OUT_ENV, REPO_ROOT, RUN_ID_ENV, STRICT_ENV
+from matrix import spec
+from matrix.spec import shard
+from matrix.spec.settings import OUT_ENV, REPO_ROOT, RUN_ID_ENV, STRICT_ENV
 
 TRUE = ("1", "true", "yes")
 
