@@ -210,8 +210,11 @@ CAPABILITIES: dict[str, tuple[str, str, str]] = {
 
 
 def folder_of(check_id: str) -> str | None:
-    """The registered folder of a check id, or None for an id no registered check has."""
-    return next((n for n in REGISTRY if info(n).id == check_id), None)
+    """The registered folder of a check id, or None for an id no registered check has: the one place a folder
+    is derived from an id (its dashes as underscores). A check is spelt by its id in every file and output; the
+    folder is where its code lives, and a report's short label exists only when rendering."""
+    name = check_id.replace("-", "_")
+    return name if name in REGISTRY and info(name).id == check_id else None
 
 
 def capability(name: str, kind: str) -> Any:
