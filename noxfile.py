@@ -25,10 +25,9 @@
   nox -s lint            ruff
 
 `nox -s NAME -- --help` lists a session's options and exit codes; an unknown
-argument is a usage line and exit 2. Exit codes: 0 every cell passes or is in
-the state the matrix file expects; 1 an unexpected gate failure or an XPASS;
-2 bad input or a harness failure (``matrix.errors``). Under ``nox -j`` nox
-itself reduces any failed session to 1.
+argument is a usage line and exit 2. The exit codes and what each means per
+command: ``matrix.errors`` (the one table). ``_exit`` below is the one
+translation from a code to nox's session result.
 
 Why the cells of `nox -s matrix` exit 0 with a failing verdict: nox aborts a
 ``requires=`` fan-in when any prerequisite failed (checked on nox
@@ -55,40 +54,52 @@ from nox.command import CommandFailed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from matrix import cli, pipeline, sessions
-from matrix.settings import RUN_ID_ENV, run_id
+from matrix import cli, errors
+from matrix.cli import sessions
+from matrix.spec.settings import RUN_ID_ENV
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["matrix"]
 nox.options.error_on_missing_interpreters = True
 
-RUN = run_id()  # set once here, inherited by the session processes of `nox -j`
-CELLS = cli.cell_ids_or_exit()
-PYTHON = pipeline.load_matrix().options.python
+# The run, built once as nox loads this file: the matrix parsed once, the cells listed from it. Every session
+# of this process takes it (with its own `-- -o/--strict`).
+BASE = cli.run_or_exit()
+RUN = BASE.run_id
+CELLS = [c.id for c in BASE.cells]
+PYTHON = BASE.matrix.options.python
 # Two workers, a test module on one worker, the longest modules first (tests/conftest.py); the slowest tests are
 # listed at the end, so a CI log shows where its time went.
 PYTEST_DEFAULT = ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder", "--durations=25"]
 
-# Was `matrix` asked for? Decided here, in the process that parsed nox's command line, and handed to the
-# session processes of `nox -j` through the environment (tied to this run's id, so nested runs start afresh).
+# The only os.environ writes of the harness, and why: under `nox -j` nox starts each session in a process of
+# its own, which loads this file again with nox's parent's environment and with nox's own command line gone
+# (NOXSESSION names one session). nox offers no other channel to them, so what the first process knows -- the
+# run's id (so the session processes share the output directory's lock and count their [k/N] lines together),
+# whether `matrix` was asked for (so its cells defer their failures to it), and how many cells the run has --
+# is handed to those child processes through the environment they inherit, tied to the run's id so that a
+# nested run starts afresh. Nothing in this process reads them back for itself.
 FANIN_ENV = "SKEWMATRIX_FANIN"
-_requested = sessions.requested_sessions(sys.argv[1:], nox.options.sessions) or []
-if "matrix" in _requested:
-    os.environ[FANIN_ENV] = RUN
 PROGRESS_ENV = "SKEWMATRIX_PROGRESS"  # "RUN N": how many cells this run has, for the [k/N] lines
+_requested = sessions.requested_sessions(sys.argv[1:], nox.options.sessions) or []
 
 
-def _cells_in_this_run(requested: list[str]) -> int:
+def _hand_off_to_session_processes(requested: list[str]) -> tuple[bool, int]:
+    """(is `matrix` the fan-in of this run, how many cells it has): the parent's answer when this is a session
+    process of `nox -j`, else decided here and handed to the session processes nox will start."""
     run, _, n = os.environ.get(PROGRESS_ENV, "").partition(" ")
     if run == RUN and n.isdigit():
-        return int(n)  # a session process of `nox -j`: its parent counted
+        return os.environ.get(FANIN_ENV) == RUN, int(n)  # a session process of `nox -j`: its parent decided
     picked = [s for s in requested if s == "cell" or s.startswith("cell(")]
     total = len(CELLS) if "matrix" in requested or "cell" in picked else max(len(picked), 1)
+    os.environ[RUN_ID_ENV] = RUN
     os.environ[PROGRESS_ENV] = f"{RUN} {total}"
-    return total
+    if "matrix" in requested:
+        os.environ[FANIN_ENV] = RUN
+    return "matrix" in requested, total
 
 
-N_CELLS = _cells_in_this_run(_requested)
+FAN_IN, N_CELLS = _hand_off_to_session_processes(_requested)
 
 
 def _check_posargs(requested: list[str], argv: list[str]) -> None:
@@ -110,10 +121,10 @@ _check_posargs(_requested, sys.argv)
 def _exit(session: nox.Session, code: int) -> None:
     """A command's exit code as the session's result: 1 fails the session (nox goes on with the
     others and exits 1), 2 stops nox with 2 (bad input, a harness failure)."""
-    if code == 0:
+    if code == errors.EXIT_OK:
         return
-    if code == 1:
-        raise CommandFailed("exit 1 (see above)")
+    if code == errors.EXIT_GATE:
+        raise CommandFailed(f"exit {code} (see above)")
     raise SystemExit(code)
 
 
@@ -124,12 +135,11 @@ def cell(session: nox.Session, cell: str) -> None:
     args = cli.parse(cli.command_parser("matrix", "nox -s matrix --"), list(session.posargs))
     if isinstance(args, int):  # --help, or a usage error: every cell would say the same, so stop now
         raise SystemExit(args)
-    fan_in = os.environ.get(FANIN_ENV) == run_id()
     env_dir = Path(session.virtualenv.location)
     code = cli.guarded(lambda: cli.dispatch(
-        lambda a: cli.run_cell(cell, env_dir, a, n=N_CELLS, strict=not fan_in, log=session.log), args),
-        prog=f"skewmatrix cell {cell}")
-    if code == 2:
+        lambda a, run: cli.run_cell(cell, env_dir, a, run, n=N_CELLS, strict=not FAN_IN, log=session.log), args,
+        BASE), prog=f"skewmatrix cell {cell}")
+    if code == errors.EXIT_HARNESS:
         # A harness failure in one cell: the other cells still run; nox then aborts the report.
         session.error(f"cell {cell}: the harness failed (exit 2); see above")
     _exit(session, code)
@@ -139,31 +149,31 @@ def cell(session: nox.Session, cell: str) -> None:
 def matrix(session: nox.Session) -> None:
     """Run every cell (as dependencies), then classify, report and gate (exit 0/1/2)."""
     _exit(session, cli.session_main("matrix", list(session.posargs),
-                                    run=lambda a: cli.cmd_matrix(a, run_cells=False)))
+                                    run=lambda a, run: cli.cmd_matrix(a, run, run_cells=False), base=BASE))
 
 
 @nox.session(python=False)
 def report(session: nox.Session) -> None:
     """Classify, render and gate results: those in the output directory, or merge `-- DIR...` (shards)."""
-    _exit(session, cli.session_main("report", list(session.posargs)))
+    _exit(session, cli.session_main("report", list(session.posargs), base=BASE))
 
 
 @nox.session(python=False)
 def pinned(session: nox.Session) -> None:
     """Check an existing env in place (`-- --python PATH`) or exact pins (`-- -r FILE`); exit 0/1/2."""
-    _exit(session, cli.session_main("pinned", list(session.posargs)))
+    _exit(session, cli.session_main("pinned", list(session.posargs), base=BASE))
 
 
 @nox.session(python=False)
 def gate(session: nox.Session) -> None:
     """Release gate for a candidate unsloth: `-- --unsloth VERSION|PATH|git+URL@REF`; exit 0/1/2."""
-    _exit(session, cli.session_main("gate", list(session.posargs)))
+    _exit(session, cli.session_main("gate", list(session.posargs), base=BASE))
 
 
 @nox.session(python=False)
 def scan(session: nox.Session) -> None:
     """Statically classify every zoo and unsloth release without installing anything."""
-    _exit(session, cli.session_main("scan", list(session.posargs)))
+    _exit(session, cli.session_main("scan", list(session.posargs), base=BASE))
 
 
 @nox.session(python=False)
@@ -175,13 +185,13 @@ def history(session: nox.Session) -> None:
 @nox.session(python=False)
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the behaviour suite (`matrix.mutation`; its own options)."""
-    _exit(session, cli.session_main("mutation", list(session.posargs)))
+    _exit(session, cli.session_main("mutation", list(session.posargs), base=BASE))
 
 
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
     """Measure the default matrix against its floor (R, S, rerun, cold); `-- scan` for the scan."""
-    _exit(session, cli.session_main("bench", list(session.posargs)))
+    _exit(session, cli.session_main("bench", list(session.posargs), base=BASE))
 
 
 @nox.session(python=PYTHON, venv_backend="uv")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probes import checks
+from probes import checks, handoff
 from probes.common import error_text, write_json
 from probes.phases import (
     CPU_BACKEND,
@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only this check (repeatable; default: every registered check)")
     ap.add_argument("--phases", choices=("all", "raw"), default="all",
                     help="raw: only the static and raw steps (no import unsloth)")
+    handoff.add_arguments(ap)
     args = ap.parse_args(argv)
+    handoff.use(handoff.from_args(args))
     known = checks.ids()
     for c in args.check or ():
         if c not in known:

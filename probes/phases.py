@@ -45,13 +45,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probes import checks
+from probes import checks, handoff
 from probes.common import error_text, exception_chain, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
 CPU_BACKEND = "cpu-backend"  # the third process's name
-TRAIN_ENV = "SKEWMATRIX_TRAIN"  # "off": steps marked ``training`` are skipped (the matrix's [options] train)
 TRAIN_OFF = "n/a: training runs are turned off for this matrix ([options] train = false)"
 CPU_BACKEND_IMPORT_KEY = "import_unsloth_cpu_backend_s"
 
@@ -96,7 +95,7 @@ def _run_steps(steps: Any, ctx: checks.PhaseContext, before_step: Callable[[Any]
         if before_step is not None:
             before_step(st)
         start = time.perf_counter()
-        if st.training and os.environ.get(TRAIN_ENV) == "off":
+        if st.training and not handoff.given().train:  # --no-train: the matrix's [options] train = false
             out[st.name] = {"ok": True, "skipped": TRAIN_OFF, "seconds": 0.0}
             continue
         try:
@@ -343,7 +342,7 @@ def run_spawned(name: str, device: str, torch_compile: bool, cpu_mode: str, work
     env.update(set_env)
     argv = [sys.executable, "-m", "probes.phases", name, "--out", str(out), "--device", device,
             "--compile", "on" if torch_compile else "off", "--cpu-mode", cpu_mode,
-            *(f"--check={c}" for c in selected or ())]
+            *(f"--check={c}" for c in selected or ()), *handoff.argv(handoff.given())]
     started = time.perf_counter()
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"\n===== {name}: {' '.join(argv[1:])}\n")
@@ -365,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", choices=("on", "off"), default="off")
     ap.add_argument("--cpu-mode", choices=("allow-cpu", "cpu-backend"), default="allow-cpu")
     ap.add_argument("--check", action="append", default=None, help="only this check id (repeatable)")
+    handoff.add_arguments(ap)
     args = ap.parse_args(argv)
+    handoff.use(handoff.from_args(args))
     try:
         selected = tuple(args.check) if args.check else None
         data = {**PHASES[args.phase](args.device, args.compile == "on", args.cpu_mode, Path.cwd(), selected),

@@ -11,11 +11,10 @@
 
 Which states fail is the report's ``gate.failing_states`` (the matrix file's
 ``[gate] fail_on``, default :data:`probes.checks.vocabulary.FAILING_BY_DEFAULT`);
-nothing here spells a state list of its own. Exit codes (defined here, once):
-0 when every cell passes or is in its expected state, 1 on any ``fail`` or
-``xpass``; 2 is the harness's (raised errors), never a finding -- except for
-``gate`` and ``pinned``, where an unexpected ``error`` cell means "no verdict"
-(``Outcome.gate_exit_code``): a gate that could not look must not pass.
+nothing here spells a state list of its own. The outcome is data: whether
+it ``passed`` (no ``fail``, no ``xpass``) and whether some cell gave
+``no_verdict`` (an unexpected ``error``). The harness turns it into an exit
+code (``matrix.errors``); no number is chosen here.
 """
 
 from __future__ import annotations
@@ -24,9 +23,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from probes.checks.vocabulary import FAILING_BY_DEFAULT
-
-# The exit codes of every command (README, "Exit codes"); ``matrix.errors`` re-exports them for the harness.
-EXIT_OK, EXIT_GATE, EXIT_HARNESS = 0, 1, 2
 
 Kind = Literal["pass", "xfail", "fail", "xpass"]
 # Worst first: a cell's kind is the worst of its checks'.
@@ -78,21 +74,19 @@ class Outcome:
         return next((k for k in KIND_ORDER if k in kinds), "pass")
 
     @property
-    def exit_code(self) -> int:
-        """0 when everything passes or is as expected; 1 on an unexpected failure or an XPASS."""
-        return EXIT_GATE if self.of_kind("fail") or self.of_kind("xpass") else EXIT_OK
+    def passed(self) -> bool:
+        """Everything passes or is as expected: no unexpected failure and no XPASS."""
+        return not (self.of_kind("fail") or self.of_kind("xpass"))
 
     @property
-    def gate_exit_code(self) -> int:
-        """``gate`` and ``pinned``: like ``exit_code``, but an unexpected ``error`` is 2 (no verdict)."""
-        if any(c.state == "error" for c in self.of_kind("fail")):
-            return EXIT_HARNESS
-        return self.exit_code
+    def no_verdict(self) -> bool:
+        """Some cell could not be probed and nobody expected it (an unexpected ``error``)."""
+        return any(c.state == "error" for c in self.of_kind("fail"))
 
     def summary(self) -> str:
         """The closing line of a run: counts, then the exit code and what it means."""
         counts = ", ".join(f"{len(self.of_kind(k))} {k}" for k in ("pass", "xfail", "fail", "xpass"))
-        verdict = "ok" if self.exit_code == EXIT_OK else "FAILED"
+        verdict = "ok" if self.passed else "FAILED"
         return f"gate {verdict}: {counts} (cell x check; failing states: {', '.join(sorted(self.failing_states))})"
 
     def warnings(self) -> list[CheckOutcome]:
@@ -149,11 +143,6 @@ def evaluate(report: dict[str, Any]) -> Outcome:
             # An expectation about a check the cell has no verdict for cannot be met: stale.
             out.append(CheckOutcome(cell_id, check, "no verdict", expect[check], "fail"))
     return Outcome(tuple(out), failing_states)
-
-
-def exit_code(report: dict[str, Any]) -> int:
-    """The exit code of ``gate`` and ``pinned`` for ``report`` (see ``Outcome.gate_exit_code``)."""
-    return evaluate(report).gate_exit_code
 
 
 def _version(build: Any) -> str:

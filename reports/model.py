@@ -3,7 +3,7 @@
 Pure: cell dicts in, one report dict out (schema ``reports/report.schema.json``).
 For each cell and each registered check (``probes.checks``), that check's own
 ``verdict.classify`` gives its states; nothing here names a hazard. Reading
-result files is the harness's job (``matrix.collect``).
+result files is the harness's job (``matrix.cells.collect``).
 """
 
 from __future__ import annotations

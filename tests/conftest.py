@@ -1,6 +1,6 @@
 """Shared fixtures. Unit tests are protected from accidental env builds and network.
 
-Every test not marked ``integration`` runs with ``matrix.tools.uv_bin``,
+Every test not marked ``integration`` runs with ``matrix.envs.tools.uv_bin``,
 ``urllib.request.urlopen`` and ``httpx.HTTPTransport.handle_request`` replaced
 by functions that fail the test, the way cibuildwheel's ``mock_protection``
 keeps unit tests from starting builds.
@@ -69,7 +69,7 @@ def _protect(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
     import urllib.request
 
-    from matrix import tools
+    from matrix.envs import tools
 
     tools.uv_bin.cache_clear()
     monkeypatch.setattr(tools, "uv_bin", no_uv)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli, sessions, spec
-from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK, SkewmatrixError
+from matrix import cli, spec
+from matrix.cells import runs
+from matrix.cli import sessions
+from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK, SkewmatrixError, gate_code, run_code
 from reports.gate import evaluate
 from tests.matrices import GOOD
 
@@ -72,14 +74,14 @@ def test_every_cell_passing_or_as_expected_exits_0() -> None:
     assert kinds(rep) == {("u__z1", FUSED): "xfail", ("u__z1", CPU): "pass",
                           ("u__z2", FUSED): "pass", ("u__z2", CPU): "pass"}
     outcome = evaluate(rep)
-    assert outcome.exit_code == EXIT_OK and outcome.cell_kind("u__z1") == "xfail"
+    assert run_code(outcome) == EXIT_OK and outcome.cell_kind("u__z1") == "xfail"
     assert outcome.lines() == [f"u__z1 {FUSED}: missing (XFAIL: expected)"]
 
 
 def test_an_unexpected_failing_state_exits_1() -> None:
     rep = report(entry("u__z1", {FUSED: "broken"}))
     assert kinds(rep) == {("u__z1", FUSED): "fail"}
-    assert evaluate(rep).exit_code == EXIT_GATE
+    assert run_code(evaluate(rep)) == EXIT_GATE
     assert evaluate(rep).lines() == [f"u__z1 {FUSED}: broken (FAIL: fails the gate)"]
 
 
@@ -94,7 +96,7 @@ def test_another_failing_state_than_the_expected_one_fails() -> None:
 def test_an_expected_failure_that_no_longer_happens_is_an_xpass_and_exits_1() -> None:
     rep = report(entry("u__z1", {FUSED: "not-needed"}, {FUSED: "missing"}))
     outcome = evaluate(rep)
-    assert kinds(rep) == {("u__z1", FUSED): "xpass"} and outcome.exit_code == EXIT_GATE
+    assert kinds(rep) == {("u__z1", FUSED): "xpass"} and run_code(outcome) == EXIT_GATE
     assert "XPASS: expected missing, which no longer happens; the expectation is stale" in outcome.lines()[0]
 
 
@@ -107,38 +109,44 @@ def test_the_reports_failing_states_are_honoured() -> None:
     # [gate] fail_on = ["missing"]: an error cell passes, a broken one too.
     rep = report(entry("u__z1", {FUSED: "error"}, failing=["missing"]),
                  entry("u__z2", {FUSED: "broken"}, failing=["missing"]), failing=["missing"])
-    assert evaluate(rep).exit_code == EXIT_OK
+    assert run_code(evaluate(rep)) == EXIT_OK
     assert "failing states: missing" in evaluate(rep).summary()
 
 
 def test_gate_and_pinned_give_2_for_an_unexpected_error_cell() -> None:
-    assert evaluate(report(entry("c__z", {FUSED: "error"}))).gate_exit_code == EXIT_HARNESS
-    assert evaluate(report(entry("c__z", {FUSED: "missing"}))).gate_exit_code == EXIT_GATE
-    assert evaluate(report(entry("c__z", {FUSED: "error"}, {FUSED: "error"}))).gate_exit_code == EXIT_OK
+    assert gate_code(evaluate(report(entry("c__z", {FUSED: "error"})))) == EXIT_HARNESS
+    assert gate_code(evaluate(report(entry("c__z", {FUSED: "missing"})))) == EXIT_GATE
+    assert gate_code(evaluate(report(entry("c__z", {FUSED: "error"}, {FUSED: "error"})))) == EXIT_OK
+
+
+def _run_of(text: str, tmp_path: Path) -> runs.Run:
+    path = tmp_path / "m.toml"
+    path.write_text(text, encoding="utf-8")
+    return runs.Run(matrix_path=path, out=tmp_path / "out")
 
 
 def test_exit_zero_opts_out_and_says_what_the_gate_would_have_said(tmp_path: Path) -> None:
-    from matrix import pipeline
+    from matrix.cells import pipeline
 
-    matrix = spec.from_dict(spec.tomllib.loads(GOOD), tmp_path / "m.toml", check_index=False)
+    run = _run_of(GOOD, tmp_path)
     rep = report(entry("u1__z1", {FUSED: "missing"}), entry("u1__z2", {FUSED: "not-needed"}))
     lines: list[str] = []
-    assert pipeline.judge(rep, matrix, log=lines.append) == EXIT_GATE
+    assert pipeline.judge(rep, run, log=lines.append) == EXIT_GATE
     assert lines[-1].startswith("exit 1")
     lines.clear()
-    assert pipeline.judge(rep, matrix, exit_zero=True, log=lines.append) == EXIT_OK
+    assert pipeline.judge(rep, run, exit_zero=True, log=lines.append) == EXIT_OK
     assert lines[-1] == "exit 0 (--exit-zero; the gate alone would exit 1)"
     assert f"  u1__z1 {FUSED}: missing (FAIL: fails the gate)" in lines
 
 
 def test_judge_uses_the_matrix_files_current_expectations(tmp_path: Path) -> None:
-    from matrix import pipeline
+    from matrix.cells import pipeline
 
     text = GOOD + f'[[expect]]\nzoo = "z1"\ncheck = "{FUSED}"\nstate = "missing"\n'
-    matrix = spec.from_dict(spec.tomllib.loads(text), tmp_path / "m.toml", check_index=False)
+    run = _run_of(text, tmp_path)
     # a reused cell result written before the expectation was added
     rep = report(entry("u1__z1", {FUSED: "missing"}), entry("u1__z2", {FUSED: "not-needed"}))
-    assert pipeline.judge(rep, matrix, log=lambda _: None) == EXIT_OK
+    assert pipeline.judge(rep, run, log=lambda _: None) == EXIT_OK
     assert rep["cells"][0]["expect"] == {FUSED: "missing"}
 
 
@@ -260,11 +268,11 @@ def test_noxfile_cell_listing_exits_through_the_one_mapping(tmp_path: Path, monk
     bad.write_text(BAD)
     monkeypatch.setenv("SKEWMATRIX_MATRIX", str(bad))
     with pytest.raises(SystemExit) as exit_:
-        cli.cell_ids_or_exit()
+        cli.run_or_exit()
     assert exit_.value.code == 2 and "problem(s) in the matrix file" in capsys.readouterr().err
     monkeypatch.setenv(cli.DEBUG_ENV, "1")
     with pytest.raises(SystemExit):
-        cli.cell_ids_or_exit()
+        cli.run_or_exit()
     assert "Traceback" in capsys.readouterr().err
 
 
@@ -375,7 +383,7 @@ def test_chromium_missing_without_root_names_the_one_command() -> None:
 
 
 def test_cell_line_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
-    from matrix.progress import cell_line
+    from matrix.cells.progress import cell_line
 
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
@@ -392,7 +400,7 @@ def test_cell_line_and_colour(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_long_step_says_it_is_still_running() -> None:
     import time
 
-    from matrix.progress import ticking
+    from matrix.cells.progress import ticking
 
     said: list[str] = []
     with ticking(said.append, "installing", every=0.05):
@@ -401,7 +409,7 @@ def test_a_long_step_says_it_is_still_running() -> None:
 
 
 def test_finished_cells_are_counted_across_processes(tmp_path: Path) -> None:
-    from matrix.progress import next_k
+    from matrix.cells.progress import next_k
 
     assert [next_k(tmp_path, "run1") for _ in range(3)] == [1, 2, 3]
     assert next_k(tmp_path, "run2") == 1
@@ -420,7 +428,7 @@ def test_passthrough_commands_get_their_arguments_untouched(monkeypatch: pytest.
     from matrix import scan
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(scan, "main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr(scan, "main", lambda argv, out: seen.append(argv) or 0)
     assert cli.main(["scan", "--help"]) == 0
     assert cli.session_main("scan", ["--zoo", ">=2026.9", "--offline"]) == 0
     assert seen == [["--help"], ["--zoo", ">=2026.9", "--offline"]]

@@ -32,6 +32,11 @@ cycles, arrows back up); pytest enforces the rules:
   Check folders repeat the contract's names (``phases``, ``verdict``,
   ``scan`` ...) on purpose and are left out;
 * no module over 400 lines (the GPU runner included: it is ``matrix/gpu``);
+* ``matrix/`` has at most 12 rooms (top-level modules and packages; data files and ``backports/`` aside),
+  each opening with a one-line docstring that says what lives there;
+* a check has one spelling, its id: its folder is the id with underscores (``checks.folder_of`` derives
+  it, the one place), no harness module derives a folder by hand, and the short label is the renderers'
+  alone (``reports/render``);
 * every slow test module (an integration test, or a module-scoped fixture) has its place in
   ``tests/conftest.py``'s ``LONGEST_FIRST``, and collection starts with them in that order.
 """
@@ -47,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("matrix", "probes", "reports")
 MAX_LINES = 400
+MAX_ROOMS = 12
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 
@@ -340,8 +346,42 @@ def test_no_module_over_the_size_limit() -> None:
     assert big == {}
 
 
+def rooms() -> dict[str, str]:
+    """``matrix/``'s top-level modules and packages -> the first line of each one's docstring."""
+    out = {}
+    for p in sorted((ROOT / "matrix").iterdir()):
+        init = p / "__init__.py" if p.is_dir() else p
+        if (p.is_dir() and init.is_file()) or p.suffix == ".py":
+            out[p.name] = (ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or "").split("\n")[0]
+    return out
+
+
+def test_matrix_has_few_rooms_each_saying_what_lives_there() -> None:
+    found = rooms()
+    assert len(found) <= MAX_ROOMS, sorted(found)
+    assert [name for name, line in found.items() if len(line.split()) < 4] == []
+
+
+def test_a_check_is_spelt_by_its_id() -> None:
+    from probes import checks
+
+    assert {name: checks.info(name).id.replace("-", "_") for name in checks.REGISTRY} == {
+        name: name for name in checks.REGISTRY}
+    assert all(checks.folder_of(checks.info(n).id) == n for n in checks.REGISTRY)
+    assert checks.folder_of(checks.REGISTRY[0]) is None  # a folder name is no id
+    leaks = []
+    for path in generic_files():
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(ROOT).as_posix()
+        if "short_labels" in text and not rel.startswith("reports/render/"):
+            leaks.append(f"{rel}: short_labels outside the renderers")
+        if rel != "probes/checks/__init__.py" and 'replace("-", "_")' in text:
+            leaks.append(f"{rel}: derives a folder by hand")
+    assert leaks == []
+
+
 def test_importing_the_harness_starts_nothing_heavy() -> None:
-    code = ("import sys, matrix.spec, matrix.pipeline, matrix.cell, reports.model, reports.render;"
+    code = ("import sys, matrix.spec, matrix.cells.pipeline, matrix.cells.cell, reports.model, reports.render;"
             "bad = [m for m in ('torch', 'unsloth', 'unsloth_zoo', 'nox') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -394,3 +434,4 @@ if __name__ == "__main__":
     print(f"hazard names outside their check folder: {len(hazard_leaks())} {hazard_leaks()[:10]}")
     print(f"commands under tests/: {commands_under_tests()}")
     print(f"harness module names shared: {shared_names()}")
+    print(f"matrix rooms: {len(rooms())} {sorted(rooms())}")

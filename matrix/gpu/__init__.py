@@ -8,7 +8,7 @@ offline wheelhouse with a manifest; there, ``check`` installs each case's
 wheels with ``pip install --no-deps --target`` into a scratch folder next to
 the machine's own torch (``interpreter``) and, all cases at once, runs the
 harness's own cell step and the check's measurement in that interpreter
-(``cells``), through the one env runner (``matrix.envrun``). Each case and
+(``cells``), through the one env runner (``matrix.envs.envrun``). Each case and
 compile mode becomes one cell JSON whose ``gpu`` key holds the measurement,
 declared by the measurement's matrix file, so ``SKEWMATRIX_MATRIX=<that file>
 nox -s report -- CPU_DIR OUT`` renders the GPU rows next to the CPU ones.
@@ -30,15 +30,8 @@ class GpuCheckError(SkewmatrixError):
 
 def chosen(check: str = "") -> tuple[str, GpuMeasure]:
     """(check id, its GPU measurement): the check named, or the first registered one that declares one."""
-    declared = checks.with_capability("gpu")
-    valid = [checks.info(n).id for n in declared]
-    if not check:
-        if not declared:
-            raise GpuCheckError("no registered check declares a GPU measurement (gpu.py in its folder)")
-        name = declared[0]
-    else:
-        name = checks.folder_of(check) or ""
-        if name not in declared:
-            why = checks.lacks(name, "gpu") if name else "no registered check has this id"
-            raise GpuCheckError(f"--check {check!r}: {why}; valid: {', '.join(valid) or 'none'}")
+    try:
+        name = checks.pick("gpu", check)
+    except checks.PickError as exc:
+        raise GpuCheckError(str(exc)) from None
     return checks.info(name).id, checks.capability(name, "gpu")

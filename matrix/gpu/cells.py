@@ -1,11 +1,11 @@
 """The GPU check's cells: per case and compile mode, the harness's cell step and the check's measurement.
 
 For each case, all at once (16 cores, one GPU, tiny tensors): per compile
-mode, the harness's own cell step (``matrix.cell.record_and_probe``, as
+mode, the harness's own cell step (``matrix.cells.cell.record_and_probe``, as
 ``nox -s pinned --python`` does): ``python -m probes --device cuda --compile
 on|off`` in a working directory of the cell's own; and once per case, the
 check's measurement module for both compile modes in one process (one import
-of unsloth), through the one env runner (``matrix.envrun``). Each (case,
+of unsloth), through the one env runner (``matrix.envs.envrun``). Each (case,
 compile mode) becomes one cell JSON (``reports/cell.schema.json``) under
 ``OUT/cells/<id>/`` whose ``gpu`` key holds the measurement, declared as the
 measurement's matrix file declares it.
@@ -26,12 +26,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun
-from matrix.cell import CellRun, record_and_probe, write_json_atomic
+from matrix.cells.cell import CellRun, record_and_probe, write_json_atomic
+from matrix.cells.installed import read_dist, torch_build
+from matrix.envs import envrun
 from matrix.gpu import GpuCheckError
 from matrix.gpu.interpreter import Interpreter, Scratch, prepare
-from matrix.installed import read_dist, torch_build
-from matrix.settings import REPO_ROOT
+from matrix.spec.settings import REPO_ROOT
 from probes.checks import GpuCase, GpuMeasure
 
 NO_CUDA = "n/a: no CUDA device"
@@ -83,6 +83,10 @@ def base_dists(interp: Interpreter) -> list[dict[str, Any]]:
             found.append({**read_dist(d), "location": "interpreter"})
     return found
 
+# Up to nine processes compile at once on the GPU machine's 16 cores: keep inductor's worker pools from
+# multiplying past them (a parallelism knob; it changes no kernel). Set in each child's env, not in ours.
+GPU_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "2"}
+
 
 def run_measure(m: GpuMeasure, c: GpuCase, s: Scratch, out: Path, dry: bool, timeout: float) -> dict[str, Any]:
     """The measurement module for every compile mode in one process (one import of unsloth)."""
@@ -90,7 +94,7 @@ def run_measure(m: GpuMeasure, c: GpuCase, s: Scratch, out: Path, dry: bool, tim
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     # Dry: import unsloth on a host without a GPU (docs/design.md#measured-facts).
-    env = envrun.clean_env(envrun.probes_path(work), **({"UNSLOTH_ALLOW_CPU": "1"} if dry else {}))
+    env = envrun.clean_env(envrun.probes_path(work), **GPU_ENV, **({"UNSLOTH_ALLOW_CPU": "1"} if dry else {}))
     result = work / "measure.json"
     argv = [str(s.python), "-m", m.module, "--out", str(result), "--device", "cuda", "--compile",
             ",".join(m.compile_modes), *(["--cpu-check"] if dry else [])]
@@ -144,7 +148,7 @@ def run_case(m: GpuMeasure, c: GpuCase, interp: Interpreter, doc: dict[str, Any]
              log: Any) -> list[dict[str, Any]]:
     """One case's cells (one per compile mode), written under ``out``; a case that cannot install is error
     cells saying why, and the other cases still run."""
-    from matrix.installed import installed
+    from matrix.cells.installed import installed
 
     say = lambda msg: log(f"[{c.name}] {msg}")  # noqa: E731
 
@@ -186,7 +190,7 @@ def run_case(m: GpuMeasure, c: GpuCase, interp: Interpreter, doc: dict[str, Any]
                                   "(dry run: wheels installed, import unsloth checked)")
                 probes[mode] = None
             else:
-                probes[mode] = pool.submit(record_and_probe, run, s.root, s.python, say)
+                probes[mode] = pool.submit(record_and_probe, run, s.root, s.python, say, extra_env=GPU_ENV)
         measured = measure.result()
         for f in probes.values():
             if f is not None:

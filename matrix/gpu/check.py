@@ -15,17 +15,15 @@ into 2.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
-import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from matrix.arguments import parse
-from matrix.cell import write_json_atomic
+from matrix.cells.cell import write_json_atomic
+from matrix.cli.arguments import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
 from matrix.gpu.cells import run_case
 from matrix.gpu.interpreter import inspect_python
@@ -33,7 +31,7 @@ from matrix.gpu.wheelhouse import DEFAULT_OUT, load_wheelhouse
 
 
 def main(argv: list[str], log: Any = print) -> int:
-    ap = argparse.ArgumentParser(prog="skewmatrix gpu-check", description=__doc__.splitlines()[0])
+    ap = command_parser("gpu-check", prog="skewmatrix gpu-check", description=__doc__.splitlines()[0])
     ap.add_argument("--check", default="", metavar="ID", help="the check whose GPU measurement runs (default: the "
                     "first registered check that declares one)")
     ap.add_argument("--wheelhouse", type=Path, default=DEFAULT_OUT)
@@ -49,9 +47,6 @@ def main(argv: list[str], log: Any = print) -> int:
     if isinstance(args, int):
         return args
     started = time.perf_counter()
-    # Up to nine processes compile at once on the GPU machine's 16 cores: keep inductor's worker pools from
-    # multiplying past them (a parallelism knob; it changes no kernel). Every child inherits it.
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
     check, m = chosen(args.check)
     try:
         cases = [m.case(n.strip()) for n in args.cases.split(",") if n.strip()] or list(m.cases)

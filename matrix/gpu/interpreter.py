@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrix.envs import envrun
 from matrix.gpu import GpuCheckError
 from matrix.gpu.wheelhouse import build_guard, guard_build, pick_wheels, record_digest, sha256_file
 from probes.checks import GpuCase, GpuMeasure
@@ -54,8 +54,8 @@ print(json.dumps(info))
 
 
 def inspect_python(python: Path) -> Interpreter:
-    res = subprocess.run([str(python), "-c", INSPECT], capture_output=True, text=True, timeout=300, check=False)
-    if res.returncode != 0:
+    res = envrun.run_python(python, INSPECT, timeout=300)
+    if not res.ok:
         raise GpuCheckError(f"--python {python}: could not inspect it (exit {res.returncode}): "
                          f"{res.stderr.strip()[-800:]}")
     info = json.loads(res.stdout.strip().splitlines()[-1])
@@ -68,8 +68,8 @@ def inspect_python(python: Path) -> Interpreter:
 
 def installer(python: Path) -> list[str]:
     """``python -m pip install`` where that Python has pip (the GPU image), else uv's pip (a uv-made env)."""
-    probe = subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True, check=False)
-    if probe.returncode == 0:
+    probe = envrun.run_python(python, "import pip", timeout=120)
+    if probe.ok:
         return [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
     uv = shutil.which("uv")
     if uv is None:
@@ -112,8 +112,8 @@ def prepare(m: GpuMeasure, c: GpuCase, interp: Interpreter, doc: dict[str, Any],
         files.insert(0, wheel)
         unsloth_digest = sha256_file(wheel)
     argv = [*installer(interp.python), "--no-deps", "--no-index", "--target", str(site), *map(str, files)]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    if res.returncode != 0:
+    res = envrun.run(argv, cwd=None, env=envrun.clean_env(None), timeout=600)
+    if not res.ok:
         raise GpuCheckError(f"case {c.name}: installing its wheels failed (exit {res.returncode}):\n"
                          f"{(res.stderr or res.stdout).strip()[-2000:]}")
     python = root / "bin" / "python"

@@ -24,7 +24,6 @@ build refuses to finish above ``--max-mib`` (default 48).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import shutil
@@ -37,9 +36,9 @@ from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from matrix.arguments import parse
+from matrix.cli.arguments import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
-from matrix.settings import REPO_ROOT
+from matrix.spec.settings import REPO_ROOT
 from probes.checks import GpuCase, GpuMeasure
 
 DEFAULT_OUT = REPO_ROOT / "build" / "gpu-wheelhouse"
@@ -218,7 +217,7 @@ def pick_wheels(doc: dict[str, Any], root: Path, c: GpuCase, tags: frozenset[str
 
 def main(argv: list[str]) -> int:
     """``skewmatrix gpu-wheelhouse``: build the wheelhouse (a failure raises; ``matrix.cli.guarded`` maps it)."""
-    ap = argparse.ArgumentParser(prog="skewmatrix gpu-wheelhouse", description=__doc__.splitlines()[0])
+    ap = command_parser("gpu-wheelhouse", prog="skewmatrix gpu-wheelhouse", description=__doc__.splitlines()[0])
     ap.add_argument("--check", default="", metavar="ID", help="the check whose GPU measurement it serves")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"wheelhouse folder (default {DEFAULT_OUT})")
     ap.add_argument("--python", action="append", help="interpreter to serve (repeatable; default all)")

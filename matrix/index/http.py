@@ -25,8 +25,8 @@ from typing import IO
 
 import httpx
 
+from matrix.envs.tools import redact_text
 from matrix.errors import SkewmatrixError
-from matrix.tools import redact_text
 
 TIMEOUT_S = 30.0
 RETRIES = 3
@@ -39,7 +39,7 @@ CHUNK = 1024 * 1024
 
 
 def redact(url: str) -> str:
-    """Drop credentials from a URL before it reaches a log or a report (see ``matrix.tools.redact_text``)."""
+    """Drop credentials from a URL before it reaches a log or a report (see ``matrix.envs.tools.redact_text``)."""
     return redact_text(url)
 
 

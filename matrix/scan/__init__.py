@@ -20,10 +20,10 @@ one concern each:
   heuristics for unsloth);
 * ``confirm``: runtime confirmation in throwaway envs;
 * ``compare``: the scan against cell results;
-* ``command``: ``skewmatrix scan`` (``main(argv) -> int``); its benchmark is ``matrix.bench.scan``.
+* ``command``: ``skewmatrix scan`` (``main(argv) -> int``); its benchmark is ``matrix.cli.bench.scan``.
 
 Output: ``scan.json`` (schema ``reports/scan.schema.json``) and ``scan.md``
-(``reports.render.scan_markdown``). Nothing here imports ``matrix.pipeline``.
+(``reports.render.scan_markdown``). Nothing here imports ``matrix.cells.pipeline``.
 """
 
 from matrix.scan.cache import ScanIndex, write_atomic

@@ -1,8 +1,7 @@
 """``nox -s scan -- ARGS``: run the scan, write ``scan.json`` and ``scan.md``, print a summary.
 
-Exit codes: 0 written; 1 written, but the static and runtime detectors
-disagree on some release (``--confirm``: ``inconsistent``); 2 bad option or
-the scan could not run.
+Exit codes: ``matrix.errors`` (0 written; 1 written, but the static and
+runtime detectors disagree on a release; 2 bad option or the scan could not run).
 """
 
 from __future__ import annotations
@@ -13,15 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from matrix.arguments import parse
+from matrix.cli.arguments import command_parser, parse
+from matrix.errors import scan_code
 from matrix.scan.cache import write_atomic
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
 from matrix.scan.terms import ScanError
-from matrix.settings import CACHE_ENV, out_dir
+from matrix.spec.settings import CACHE_ENV
 from probes import checks
 from reports.render.scan_markdown import render as render_markdown
-
-EXIT_OK, EXIT_INCONSISTENT = 0, 1
 
 
 def scan_ids() -> list[str]:
@@ -64,7 +62,7 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Statically classify every unsloth_zoo and unsloth "
+    p = command_parser("scan", prog=prog, description="Statically classify every unsloth_zoo and unsloth "
                                 "release on the configured index for one check, without installing anything "
                                 "(--confirm installs a few and runs the kernel).")
     p.add_argument("--check", default="", metavar="ID", help="the check to scan for (default: the first "
@@ -94,7 +92,7 @@ def options(ns: argparse.Namespace) -> ScanOptions:
                        confirm_max=ns.confirm_max, check=ns.check)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], out: Path) -> int:
     """Scan, write, summarise; the exit code is in the module docstring (a failure raises ``ScanError``,
     which ``matrix.cli.guarded`` turns into 2)."""
     ns = parse(parser("skewmatrix scan"), argv)
@@ -105,12 +103,12 @@ def main(argv: list[str]) -> int:
         print(line, file=sys.stderr, flush=True)
 
     doc = run(options(ns), cache=ns.cache, log=progress)
-    paths = write(doc, ns.out or out_dir())
+    paths = write(doc, ns.out or out)
     print(summary(doc))
     for p in paths:
         print(f"wrote {p}")
-    if any(z["verdict"] == "inconsistent" for z in doc["zoo"]):
+    inconsistent = any(z["verdict"] == "inconsistent" for z in doc["zoo"])
+    if inconsistent:
         print("skewmatrix scan: INCONSISTENT: the static and runtime detectors disagree (see scan.md)",
               file=sys.stderr)
-        return EXIT_INCONSISTENT
-    return EXIT_OK
+    return scan_code(inconsistent)

@@ -7,7 +7,7 @@ Each is installed into a fresh env with uv (``unsloth_zoo==V``, and unsloth
 with that zoo forced by an override, because zoo refuses to import when
 unsloth cannot be found; nothing imports unsloth), the runtime detector its
 scan target names (``module:function``, called with ``"cpu"``) runs there in a
-process of its own (through ``matrix.envrun``: ``probes`` on PYTHONPATH,
+process of its own (through ``matrix.envs.envrun``: ``probes`` on PYTHONPATH,
 offline, ``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1``, in a scratch
 directory), and the env is deleted.
 
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun
+from matrix.envs import envrun
 from matrix.scan.policy import boundaries, considered
+from probes.phases import RAW_ENV  # zoo without unsloth and without a GPU, as a cell's raw process
 
 PYTHON = "3.11"
 INSTALL_TIMEOUT_S = 1200
@@ -41,8 +42,6 @@ def runtime_code(runtime: str) -> str:
     module, _, function = runtime.partition(":")
     return f"import json; from {module} import {function}; print(json.dumps({function}('cpu')))"
 
-# zoo imports without unsloth and without a GPU (the raw probe process of a cell sets the same).
-RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RUNTIME_VERDICTS = ("vulnerable", "fixed", "absent")
 
 

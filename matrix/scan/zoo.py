@@ -11,7 +11,6 @@ it by imports.
 from __future__ import annotations
 
 import ast
-import difflib
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,19 +33,10 @@ class Scanned:
 
 def scanned(check: str = "") -> Scanned:
     """The check with id ``check``, or (empty) the first registered check that declares a scan target."""
-    declared = checks.with_capability("scan")
-    valid = [checks.info(n).id for n in declared]
-    if not check:
-        if not declared:
-            raise ScanError("no registered check declares a scan target (scan.py in its folder): nothing to scan")
-        name = declared[0]
-    else:
-        name = checks.folder_of(check) or ""
-        if name not in declared:
-            close = difflib.get_close_matches(check, valid, n=1)
-            why = checks.lacks(name, "scan") if name else "no registered check has this id"
-            raise ScanError(f"--check {check!r}: {why}; valid: {', '.join(valid) or 'none'}"
-                            + (f" (did you mean {close[0]!r}?)" if close else ""))
+    try:
+        name = checks.pick("scan", check)
+    except checks.PickError as exc:
+        raise ScanError(f"{exc}: nothing to scan" if not check else str(exc)) from None
     return Scanned(name, checks.info(name).id, checks.capability(name, "scan"))
 
 

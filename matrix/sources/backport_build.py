@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrix.envs.tools import run_tool
 from matrix.errors import BackportError
-from matrix.tools import run_tool
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from matrix.envs.tools import run_tool
 from matrix.errors import BuildError
 from matrix.sources.interface import BuildSource, Materialized, sha256_file, sha256_tree
 from matrix.sources.path import build_wheel
-from matrix.tools import run_tool
 
 
 @dataclass(frozen=True)

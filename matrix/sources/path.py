@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import BuildError
 from matrix.sources.interface import BuildSource, Materialized, copy_tree, sha256_file, sha256_tree
-from matrix.tools import run_tool, uv_bin
 
 
 def build_wheel(src: Path, out_dir: Path, label: str) -> Path:

@@ -91,6 +91,7 @@ step, write the probe JSON) lives in ``probes/__main__.py`` and
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 from dataclasses import dataclass
@@ -222,8 +223,11 @@ CAPABILITIES: dict[str, tuple[str, str, str]] = {
 
 
 def folder_of(check_id: str) -> str | None:
-    """The registered folder of a check id, or None for an id no registered check has."""
-    return next((n for n in REGISTRY if info(n).id == check_id), None)
+    """The registered folder of a check id, or None for an id no registered check has: the one place a folder
+    is derived from an id (its dashes as underscores). A check is spelt by its id in every file and output; the
+    folder is where its code lives, and a report's short label exists only when rendering."""
+    name = check_id.replace("-", "_")
+    return name if name in REGISTRY and info(name).id == check_id else None
 
 
 def capability(name: str, kind: str) -> Any:
@@ -243,6 +247,32 @@ def capability(name: str, kind: str) -> Any:
 def with_capability(kind: str) -> list[str]:
     """The registered folders that declare capability ``kind``, in registry order."""
     return [n for n in REGISTRY if capability(n, kind) is not None]
+
+
+class PickError(ValueError):
+    """No registered check fits :func:`pick`; the message says why and lists the ids that would."""
+
+
+def pick(kind: str, check_id: str = "", *, sole: bool = False) -> str:
+    """The folder of the check with id ``check_id`` that declares capability ``kind``; with no id, the first
+    registered check that declares it (``sole``: the only one, else an error naming them). The one place a
+    command turns ``--check ID`` into a check with a capability (the scan, the mutation run, the GPU run)."""
+    declared = with_capability(kind)
+    valid = [info(n).id for n in declared]
+    module, _, words = CAPABILITIES[kind]
+    if not check_id:
+        if not declared:
+            raise PickError(f"no registered check declares a {words} ({module}.py in its folder)")
+        if sole and len(declared) != 1:
+            raise PickError(f"--check is required: the checks with a {words} are {', '.join(valid)}")
+        return declared[0]
+    name = folder_of(check_id)
+    if name in declared:
+        return name
+    close = difflib.get_close_matches(check_id, valid, n=1)
+    why = lacks(name, kind) if name else "no registered check has this id"
+    raise PickError(f"--check {check_id!r}: {why}; valid: {', '.join(valid) or 'none'}"
+                    + (f" (did you mean {close[0]!r}?)" if close else ""))
 
 
 def lacks(name: str, kind: str) -> str:

@@ -237,14 +237,15 @@ class Subject:
 
     ``axes`` maps each distribution to its axis (the role its builds play: the key in the cell JSON's
     ``builds`` and in ``[[expect]]`` / ``[pairs]`` tables), in grid order: the first axis is the grid's rows.
-    A package that is a source tree rather than a wheel (``tree_env`` set) is not installed: its env gets
+    A package that is a source tree rather than a wheel (``tree`` set) is not installed: its env gets
     the tree's own ``pyproject.toml`` dependencies (plus ``extras`` the tree declares, ``uv --no-sources``),
-    and the probes find the tree's path in the environment variable ``tree_env``. ``tree_needs``: files a
-    tree must hold, checked when it is materialised (a missing one is a build error naming the build).
+    and the probes get the tree's path as ``--tree TREE=PATH`` (``probes.handoff.given().trees[tree]``).
+    ``tree_needs``: files a tree must hold, checked when it is materialised (a missing one is a build error
+    naming the build).
     """
 
     axes: Mapping[str, str]
-    tree_env: str = ""
+    tree: str = ""
     extras: tuple[str, ...] = ()
     tree_needs: tuple[str, ...] = ()
 
@@ -254,7 +255,7 @@ class Subject:
 
     @property
     def is_tree(self) -> bool:
-        return bool(self.tree_env)
+        return bool(self.tree)
 
 
 # The subject of the checks whose hazard sits between unsloth and unsloth_zoo wheels.

@@ -319,7 +319,7 @@ def headline(report: dict[str, Any]) -> tuple[bool, str]:
     from reports.gate import evaluate
 
     outcome = evaluate({**report, "cells": [e for e in _list(report.get("cells")) if isinstance(e, dict)]})
-    return outcome.exit_code == 0, outcome.headline()
+    return outcome.passed, outcome.headline()
 
 
 def failing_checks(report: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrix import spec
-from matrix.collect import ResultFileError, load_cell
+from matrix.cells.collect import ResultFileError, load_cell
 from matrix.errors import SpecError
 from tests.reports.cells import make_cell
 

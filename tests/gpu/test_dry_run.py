@@ -226,11 +226,11 @@ def test_dry_run_writes_well_formed_cells_that_say_no_cuda(dry_run: Path) -> Non
 
 @pytest.mark.integration
 def test_dry_run_cells_merge_into_the_report(dry_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from matrix import pipeline
+    from matrix.cells import pipeline, runs
 
     monkeypatch.setenv("SKEWMATRIX_MATRIX", str(MATRIX_FILE))
     monkeypatch.setenv("SKEWMATRIX_OUT", str(tmp_path / "out"))
-    rep = pipeline.report([dry_run], out=tmp_path / "out", log=lambda _msg: None)
+    rep = pipeline.report(runs.from_environ(out=tmp_path / "out"), [dry_run], log=lambda _msg: None)
     by_id = {c["cell_id"]: c for c in rep["cells"]}
     for mode in COMPILE_MODES:
         cell = by_id[case(CASE).cell_id(mode)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.tools import uv_bin
+from matrix.envs.tools import uv_bin
 from tests.integration.harness import UNSLOTH, explain, run_nox
 
 pytestmark = pytest.mark.integration

@@ -78,7 +78,7 @@ from typing import Any
 
 import pytest
 
-from matrix.tables import nox_safe
+from matrix.spec.tables import nox_safe
 from probes.checks.nanochat_sft_masked_nan import verdict
 from tests.integration.harness import ROOT, explain, run_nox
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.history import structural_gate
+from matrix.scan.history import structural_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

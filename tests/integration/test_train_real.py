@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.tools import uv_bin
+from matrix.envs.tools import uv_bin
 from probes.checks.fused_ce_masked_nan import train
 from tests.integration.harness import ROOT, UNSLOTH
 

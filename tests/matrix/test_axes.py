@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix import spec, trees
+from matrix import spec
 from matrix.errors import BuildError, SpecError
 from matrix.sources import BackportSource, GitSource, Materialized
+from matrix.spec import trees
 from reports.model import axes_of, build_report, column_of, row_of, verdicts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,11 +1,11 @@
-"""The bench floor counts one `import unsloth` per mode a cell probes (matrix/bench.py)."""
+"""The bench floor counts one `import unsloth` per mode a cell probes (matrix/cli/bench.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from matrix.bench import cell_modes
+from matrix.cli.bench import cell_modes
 
 
 def write(tmp_path: Path, cell: dict) -> Path:

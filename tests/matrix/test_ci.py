@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.ci import GITHUB_MAX_JOBS, CiMatrixError, from_text, job_matrix
+from matrix.cli.ci import GITHUB_MAX_JOBS, CiMatrixError, from_text, job_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "skewmatrix.yml"

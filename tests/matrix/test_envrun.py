@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix import envrun
+from matrix.envs import envrun
 
 
 def test_clean_env_drops_the_callers_unsloth_venv_and_path_and_adds_the_offline_set(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrix import release_gate as gate
-from matrix import spec, stacks
-from matrix.tools import ToolResult
+from matrix import spec
+from matrix.cli import release_gate as gate
+from matrix.envs.tools import Ran
+from matrix.spec import stacks
 
 LOCK = """accelerate==1.16.0
     # via trl
@@ -29,10 +30,10 @@ class FakeUv:
         self.floor, self.newest, self.rc, self.stderr = floor, newest, rc, stderr
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: list[str]) -> ToolResult:
+    def __call__(self, argv: list[str]) -> Ran:
         self.calls.append(argv)
         tf, trl = self.floor if "lowest-direct" in argv else self.newest
-        return ToolResult(argv, self.rc, "" if self.rc else LOCK.format(tf=tf, trl=trl), self.stderr)
+        return Ran(argv, self.rc, "" if self.rc else LOCK.format(tf=tf, trl=trl), self.stderr)
 
 
 def test_pinned_versions_reads_compile_output() -> None:
@@ -67,7 +68,7 @@ def test_no_stacks_when_resolution_fails(tmp_path: Path) -> None:
                                                       "  ╰─▶ Because unsloth==1 was not found ...\n"))
     assert found == [] and note.startswith("no trainer stacks: uv pip compile (floor) exited 1")
     assert "unsloth==1 was not found" in note
-    found, note = stacks.admitted("unsloth==1", "3.11", tmp_path, lambda argv: ToolResult(argv, 0, "torch==2\n", ""))
+    found, note = stacks.admitted("unsloth==1", "3.11", tmp_path, lambda argv: Ran(argv, 0, "torch==2\n", ""))
     assert found == [] and "resolved no transformers, trl" in note
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from matrix.history import grid, metadata_caps
+from matrix.scan.history import grid, metadata_caps
 from probes.checks.pair_compat.pairs import TARGET
 
 
@@ -67,7 +67,7 @@ def test_floor_plain_install_and_caps_from_metadata() -> None:
 
 
 def test_pinned_reads_the_installed_pair_without_importing_it(tmp_path) -> None:
-    from matrix.history import structural_line
+    from matrix.scan.history import structural_line
 
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     (site / "unsloth").mkdir(parents=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrix.installed import tree_digest
+from matrix.cells.installed import tree_digest
 
 
 def record(tmp: Path, name: str, shebang_hash: str) -> Path:

@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from matrix import pipeline
+from matrix.cells import pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
-HOLD = ("import os, sys, time; from pathlib import Path; from matrix import pipeline; "
-        "pipeline.acquire_run_lock(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)")
+HOLD = ("import sys, time; from pathlib import Path; from matrix.cells import pipeline; "
+        "pipeline.acquire_run_lock(Path(sys.argv[1]), sys.argv[2]); print('held', flush=True); time.sleep(60)")
 
 
 @pytest.fixture
 def holder(tmp_path: Path):
-    env = {"PATH": "/usr/bin:/bin", "SKEWMATRIX_RUN_ID": "run-A", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], env=env, stdout=subprocess.PIPE, text=True)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), "run-A"], env=env, stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     yield tmp_path
     proc.kill()
@@ -28,15 +29,13 @@ def holder(tmp_path: Path):
 
 
 def test_another_run_is_refused_with_the_holders_id(holder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SKEWMATRIX_RUN_ID", "run-B")
     monkeypatch.setattr(pipeline, "_RUN_LOCKS", {})
     with pytest.raises(pipeline.RunLockedError, match=r"another skewmatrix run \(pid run-A\)"):
-        pipeline.acquire_run_lock(holder)
+        pipeline.acquire_run_lock(holder, "run-B")
 
 
 def test_a_sibling_process_of_the_same_run_proceeds(holder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SKEWMATRIX_RUN_ID", "run-A")
     monkeypatch.setattr(pipeline, "_RUN_LOCKS", {})
     start = time.monotonic()
-    pipeline.acquire_run_lock(holder)
+    pipeline.acquire_run_lock(holder, "run-A")
     assert time.monotonic() - start < 5

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix import pipeline
-from matrix.cell import write_json_atomic
-from matrix.collect import ResultFileError
+from matrix.cells import pipeline, runs
+from matrix.cells.cell import write_json_atomic
+from matrix.cells.collect import ResultFileError
 from tests.matrices import GOOD as MATRIX
 from tests.reports.cells import make_cell
 
@@ -45,8 +45,8 @@ def test_merged_equals_unsharded(matrix_env: Path) -> None:
     c1, c2 = cells()
     put(a, c1)
     put(b, c2)
-    unsharded = pipeline.report(out=whole, log=lambda _: None)
-    merged = pipeline.report([a, b], out=matrix_env / "merged", log=lambda _: None)
+    unsharded = pipeline.report(runs.from_environ(out=whole), log=lambda _: None)
+    merged = pipeline.report(runs.from_environ(out=matrix_env / "merged"), [a, b], log=lambda _: None)
     assert strip(merged) == strip(unsharded)
     assert (matrix_env / "merged" / "cells" / "u1__z2" / "cell.json").is_file()
 
@@ -57,7 +57,7 @@ def test_duplicate_cell_across_shards_is_refused(matrix_env: Path) -> None:
         put(a, c)
     put(b, cells()[0])
     with pytest.raises(pipeline.MergeError, match=r"u1__z1 has results in both .*a and .*b"):
-        pipeline.report([a, b], out=matrix_env / "m", log=lambda _: None)
+        pipeline.report(runs.from_environ(out=matrix_env / "m"), [a, b], log=lambda _: None)
 
 
 def test_missing_cell_is_refused_when_merging(matrix_env: Path) -> None:
@@ -65,7 +65,7 @@ def test_missing_cell_is_refused_when_merging(matrix_env: Path) -> None:
     put(a, cells()[0])
     (b / "cells").mkdir(parents=True)
     with pytest.raises(pipeline.MergeError, match=r"1 cell\(s\) .* no result .*: u1__z2"):
-        pipeline.report([a, b], out=matrix_env / "m", log=lambda _: None)
+        pipeline.report(runs.from_environ(out=matrix_env / "m"), [a, b], log=lambda _: None)
 
 
 def test_schema_mismatch_is_refused_by_name(matrix_env: Path) -> None:
@@ -74,18 +74,19 @@ def test_schema_mismatch_is_refused_by_name(matrix_env: Path) -> None:
     put(a, c1)
     put(b, {**c2, "schema": "skewmatrix.cell/0"})
     with pytest.raises(ResultFileError, match=r"u1__z2/cell\.json: schema 'skewmatrix\.cell/0'"):
-        pipeline.report([a, b], out=matrix_env / "m", log=lambda _: None)
+        pipeline.report(runs.from_environ(out=matrix_env / "m"), [a, b], log=lambda _: None)
 
 
 def test_not_an_output_directory(matrix_env: Path) -> None:
     with pytest.raises(pipeline.MergeError, match="no cells/ directory"):
-        pipeline.report([matrix_env / "nothing", matrix_env / "x"], out=matrix_env / "m", log=lambda _: None)
+        pipeline.report(runs.from_environ(out=matrix_env / "m"), [matrix_env / "nothing", matrix_env / "x"],
+                        log=lambda _: None)
 
 
 def test_single_directory_shows_missing_cells_as_errors(matrix_env: Path) -> None:
     out = matrix_env / "out"
     put(out, cells()[0])
-    rep = pipeline.report(out=out, log=lambda _: None)
+    rep = pipeline.report(runs.from_environ(out=out), log=lambda _: None)
     missing = next(c for c in rep["cells"] if c["cell_id"] == "u1__z2")
     assert missing["error"]["kind"] == "missing" and missing["verdicts"]
     assert {v["guard"] for v in missing["verdicts"].values()} == {"error"}
@@ -95,7 +96,7 @@ def test_shard_env_narrows_the_report(matrix_env: Path, monkeypatch: pytest.Monk
     out = matrix_env / "out"
     put(out, cells()[0])
     monkeypatch.setenv("SKEWMATRIX_SHARD", "1/2")
-    rep = pipeline.report(out=out, log=lambda _: None)
+    rep = pipeline.report(runs.from_environ(out=out), log=lambda _: None)
     assert [c["cell_id"] for c in rep["cells"]] == ["u1__z1"]
 
 
@@ -105,7 +106,7 @@ def test_step_summary_is_appended(matrix_env: Path, monkeypatch: pytest.MonkeyPa
     for c in cells():
         put(out, c)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    pipeline.report(out=out, log=lambda _: None)
+    pipeline.report(runs.from_environ(out=out), log=lambda _: None)
     text = summary.read_text()
     # appended after the earlier step's summary, with a headline (the summary renderer's, capped at 1 MiB)
     assert text.startswith("earlier step\n## ") and "skewmatrix" in text.splitlines()[1]

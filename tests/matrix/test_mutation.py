@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from matrix import cli, envrun, mutation, survivors
+from matrix import cli, mutation
+from matrix.envs import envrun
+from matrix.mutation import survivors
 from matrix.sources import BackportSource, Materialized, PypiSource
 from matrix.spec import REPO_ROOT
 from probes.checks.fused_ce_masked_nan import mutation_ops as mutate
@@ -200,7 +202,7 @@ def test_main_scores_a_runner_result(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(mutation, "run_runner", fake_runner)
     out = tmp_path / "out"
     rc = mutation.main(["--env", str(env), "--out", str(out), "--sample", "7", "--no-survivor-passes",
-                        "--equivalents", str(_empty_equivalents(tmp_path))])
+                        "--equivalents", str(_empty_equivalents(tmp_path))], tmp_path)
     assert rc == 0
     assert seen["module"].endswith(".mutate") and seen["sample"] == 7 and seen["name"] == "unsloth.fused_ce_guard"
     written = json.loads((out / "mutation.json").read_text(encoding="utf-8"))
@@ -208,7 +210,7 @@ def test_main_scores_a_runner_result(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "mutation score 100.0%" in capsys.readouterr().out
     doc["mutants"].append(_m("c", "survived"))
     assert mutation.main(["--env", str(env), "--out", str(out), "--no-survivor-passes", "--equivalents",
-                          str(_empty_equivalents(tmp_path))]) == 1
+                          str(_empty_equivalents(tmp_path))], tmp_path) == 1
     # --no-survivor-passes: the vulnerable pass alone is on record
     assert [p["zoo"] for p in json.loads((out / "mutation.json").read_text())["meta"]["passes"]] == ["2026.9.3"]
 
@@ -244,7 +246,7 @@ def test_survivors_run_again_on_each_survivor_zoo_in_turn(tmp_path: Path, monkey
     out = tmp_path / "out"
     rc = mutation.main(["--env", str(env), "--out", str(out), "--bar", "0.6", "--equivalents", str(eq),
                         "--survivor-zoo", "2026.10.9", "--survivor-zoo", NONE_ONLY,
-                        "--survivor-env", f"2026.10.9={fixed}", "--survivor-env", f"{NONE_ONLY}={none_only}"])
+                        "--survivor-env", f"2026.10.9={fixed}", "--survivor-env", f"{NONE_ONLY}={none_only}"], tmp_path)
     # e (equivalent) never runs again; d (unreachable) does; each pass takes what the one before left
     assert calls == [("env", None), ("fixed", ["b", "c", "d", "f"]), ("none-only", ["c", "d", "f"])]
     written = json.loads((out / "mutation.json").read_text(encoding="utf-8"))
@@ -277,7 +279,7 @@ def test_a_pass_with_nothing_left_builds_no_env(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(survivors, "build_env", no_build)
     out = tmp_path / "out"
     assert mutation.main(["--env", str(env), "--out", str(out), "--equivalents",
-                          str(_empty_equivalents(tmp_path))]) == 0
+                          str(_empty_equivalents(tmp_path))], tmp_path) == 0
     passes = json.loads((out / "mutation.json").read_text(encoding="utf-8"))["meta"]["passes"]
     assert [(p["zoo"], p["env"], p["ran"]) for p in passes] == [
         ("2026.9.3", str(env), 1), ("2026.10.9", None, 0), ("zoo-fix-none-only on 2026.9.3", None, 0)]
@@ -373,8 +375,9 @@ def test_rescore_applies_an_edited_equivalence_list_without_running(tmp_path: Pa
     (out / "mutation.json").write_text(json.dumps(last), encoding="utf-8")
     eq = tmp_path / "eq.toml"
     eq.write_text('[[equivalent]]\nid = "b"\nwhy = "the same for every input"\n', encoding="utf-8")
-    assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(_empty_equivalents(tmp_path))]) == 1
-    assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(eq)]) == 0
+    empty = _empty_equivalents(tmp_path)
+    assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(empty)], tmp_path) == 1
+    assert mutation.main(["--rescore", "--out", str(out), "--equivalents", str(eq)], tmp_path) == 0
     assert "| `b` | equivalent | `a != b` | the same for every input |" in (out / "mutation.md").read_text(
         encoding="utf-8")
     assert cli.main(["mutation", "--rescore", "--out", str(tmp_path / "none")]) == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from matrix import shard
+from matrix.spec import shard
 
 IDS = [f"u{i}__z{j}" for i in range(3) for j in range(5)]
 

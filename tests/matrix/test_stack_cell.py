@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from matrix import cell as cell_mod
-from matrix import envrun, spec
-from matrix.cell import CellRun
+from matrix import spec
+from matrix.cells import cell as cell_mod
+from matrix.cells.cell import CellRun
+from matrix.envs import envrun
+from matrix.envs.tools import Ran
 from matrix.sources import Materialized
-from matrix.tools import ToolResult
 from tests.matrices import ONE_CELL
 
 STACK = '[options]\ntorch = ">=2.12,<2.15"\n[[stack]]\nname = "floor"\ntransformers = "4.52.4"\ntrl = "==0.18.2"\n'
@@ -41,9 +42,9 @@ def fake_tools(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """uv and the probe process replaced: uv calls are recorded and succeed, the probes exit 1."""
     calls: list[list[str]] = []
 
-    def run_tool(argv: list[str], **_: Any) -> ToolResult:
+    def run_tool(argv: list[str], **_: Any) -> Ran:
         calls.append(argv)
-        return ToolResult(argv, 0, "", "")
+        return Ran(argv, 0, "", "")
 
     real_run = subprocess.run
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix import spec, stacks
+from matrix import spec
 from matrix.errors import SpecError
+from matrix.spec import stacks
 from tests.matrices import GOOD, ONE_CELL
 
 TWO_STACKS = """
@@ -209,8 +210,8 @@ def test_shipped_stacks_matrix() -> None:
 
 @pytest.mark.parametrize("strict", [True, False])
 def test_gate_strict_reaches_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict: bool) -> None:
-    from matrix import pipeline
-    from matrix.cell import write_json_atomic
+    from matrix.cells import pipeline, runs
+    from matrix.cells.cell import write_json_atomic
     from tests.reports.cells import make_cell
 
     m = tmp_path / "m.toml"
@@ -220,5 +221,5 @@ def test_gate_strict_reaches_the_report(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     out = tmp_path / "out"
     write_json_atomic(out / "cells" / "u1__z1" / "cell.json", make_cell("u1__z1"))
-    rep = pipeline.report(out=out, log=lambda _: None)
+    rep = pipeline.report(runs.from_environ(out=out), log=lambda _: None)
     assert rep["gate"]["strict"] is strict

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from matrix.envs.tools import redact_text, run_tool
 from matrix.index import redact
-from matrix.tools import redact_text, run_tool
 
 
 def test_redacts_url_credentials_and_tokens() -> None:

@@ -93,20 +93,19 @@ def tree(root: Path, files: tuple[str, ...] = (source.GPT, source.SFT)) -> Path:
     return root
 
 
-def test_tree_from_the_environment(tmp_path: Path) -> None:
+def test_tree_from_the_handoff(tmp_path: Path) -> None:
     root = tree(tmp_path)
-    assert source.find_tree({"SKEWMATRIX_SOURCE_NANOCHAT": str(root)}) == root.resolve()
+    assert source.find_tree({"nanochat": str(root)}) == root.resolve()
 
 
 def test_a_tree_without_the_script_is_refused_by_name(tmp_path: Path) -> None:
     root = tree(tmp_path, (source.GPT,))
     with pytest.raises(source.NoTree, match=r"scripts/chat_sft\.py"):
-        source.find_tree({"SKEWMATRIX_SOURCE_NANOCHAT": str(root)})
+        source.find_tree({"nanochat": str(root)})
 
 
 def test_no_tree_at_all_is_a_clear_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SKEWMATRIX_SOURCE_NANOCHAT", raising=False)
     monkeypatch.setattr(source.importlib.util, "find_spec", lambda name: None)
     r = static.detect()
-    assert r["verdict"] == "unknown" and "SKEWMATRIX_SOURCE_NANOCHAT" in r["reason"]
+    assert r["verdict"] == "unknown" and "no --tree nanochat=PATH given" in r["reason"]
     assert r["loop"]["verdict"] == "unknown"

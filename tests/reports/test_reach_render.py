@@ -18,7 +18,7 @@ def latent_report() -> dict:
 
 def test_gate_passes_a_latent_cell_with_a_warning_line() -> None:
     outcome = evaluate(latent_report())
-    assert outcome.exit_code == 0
+    assert outcome.passed and not outcome.no_verdict
     assert outcome.headline() == "GATE PASS: 1 cell passes (1 latent warning(s), WARN)"
     [line] = outcome.lines()
     assert line.startswith(f"{WARN_CELL} {CPU['id']}: missing (latent) (WARN: passes the gate; ")

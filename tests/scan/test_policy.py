@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from matrix.release_gate import pick_zoo
+from matrix.cli.release_gate import pick_zoo
 from matrix.scan import admitted_floor, recommended_zoo, timeline
 from matrix.scan.policy import boundaries
 from reports.gate import recommendation

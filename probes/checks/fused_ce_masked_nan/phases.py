@@ -13,21 +13,19 @@
   unsloth`` left it, judged against zoo's answers; ``differential/judge.py``).
 
 The guard protocol module defaults to ``GUARD_MODULE`` (``__init__.py``); a build may
-name another with ``SKEWMATRIX_GUARD_MODULE`` (set by the cell runner from the
-build's ``guard_module``).
+name another (its ``guard_module``), which the cell runner hands the probes as
+``--guard-module`` (``probes.handoff``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
+from probes import handoff
 from probes.checks import PhaseContext, Step
 
 from . import GUARD_MODULE
-
-GUARD_MODULE_ENV = "SKEWMATRIX_GUARD_MODULE"
 
 
 def static() -> dict[str, Any]:
@@ -38,7 +36,7 @@ def static() -> dict[str, Any]:
 
 def _behavior_args(ctx: PhaseContext, phase: str) -> argparse.Namespace:
     return argparse.Namespace(device=ctx.device, compile="on" if ctx.torch_compile else "off",
-                              guard_module=os.environ.get(GUARD_MODULE_ENV) or GUARD_MODULE,
+                              guard_module=handoff.given().guard_module or GUARD_MODULE,
                               guard_file=None, phase=phase)
 
 

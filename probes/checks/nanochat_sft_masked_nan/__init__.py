@@ -27,11 +27,11 @@ from probes.checks.capabilities import Subject
 # [project].dependencies plus the "cpu" extra (runs/runcpu.sh: `uv sync --extra cpu`; it brings setuptools,
 # which torch.compile's CPU backend needs), with `uv --no-sources`: the extra's torch index is out of reach
 # and PyPI's torch runs on CPU. The project itself is not installed (no build-system; setuptools refuses its
-# flat layout): the probes find the tree in $SKEWMATRIX_SOURCE_NANOCHAT (else through an importable
+# flat layout): the probes get the tree as `--tree nanochat=PATH` (else find it through an importable
 # ``nanochat``). The run uses ``python -P`` (3.11+); nanochat itself allows 3.10.
-SUBJECT = Subject({"nanochat": "nanochat"}, tree_env="SKEWMATRIX_SOURCE_NANOCHAT", extras=("cpu",),
+SUBJECT = Subject({"nanochat": "nanochat"}, tree="nanochat", extras=("cpu",),
                   tree_needs=("nanochat/gpt.py", "scripts/chat_sft.py", "pyproject.toml"))
-SOURCE = {"package": "nanochat", "env_var": SUBJECT.tree_env}
+SOURCE = {"package": "nanochat", "tree": SUBJECT.tree}
 
 INFO = CheckInfo(
     id="nanochat-sft-masked-nan",

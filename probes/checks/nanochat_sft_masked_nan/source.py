@@ -1,7 +1,7 @@
 """Where the nanochat source tree under test is, found without importing it. Stdlib only.
 
-In order: the path in ``$SKEWMATRIX_SOURCE_NANOCHAT`` (what a matrix cell
-sets); else the tree that holds the importable ``nanochat`` package (a cell
+In order: the path the harness handed over (``--tree nanochat=PATH``,
+``probes.handoff``: what a matrix cell passes); else the tree that holds the importable ``nanochat`` package (a cell
 that put the tree on ``sys.path``). A tree must hold ``nanochat/gpt.py`` and
 ``scripts/chat_sft.py``; anything else is :class:`NoTree` with the reason.
 """
@@ -9,10 +9,11 @@ that put the tree on ``sys.path``). A tree must hold ``nanochat/gpt.py`` and
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+
+from probes import handoff
 
 from . import SOURCE
 
@@ -31,17 +32,18 @@ def _check(root: Path, how: str) -> Path:
     return root.resolve()
 
 
-def find_tree(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    given = env.get(str(SOURCE["env_var"]))
+def find_tree(trees: Mapping[str, str] | None = None) -> Path:
+    trees = handoff.given().trees if trees is None else trees
+    given = trees.get(str(SOURCE["tree"]))
     if given:
-        return _check(Path(given), f"${SOURCE['env_var']}")
+        return _check(Path(given), f"--tree {SOURCE['tree']}")
     try:
         spec = importlib.util.find_spec(str(SOURCE["package"]))
     except (ImportError, ValueError) as exc:
         raise NoTree(f"nanochat cannot be located ({type(exc).__name__}: {exc})") from exc
     if spec is None or not spec.submodule_search_locations:
-        raise NoTree(f"no nanochat source tree: ${SOURCE['env_var']} is unset and no nanochat package is importable")
+        raise NoTree(f"no nanochat source tree: no --tree {SOURCE['tree']}=PATH given and no nanochat package is "
+                     "importable")
     return _check(Path(next(iter(spec.submodule_search_locations))).parent, "the importable nanochat package")
 
 

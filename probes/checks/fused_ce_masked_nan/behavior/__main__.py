@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from probes.phases import RAW_ENV
+
 from .. import GUARD_MODULE, kernel
 from . import SCHEMA, TEST_IDS, TITLES
 from .context import measured_forms
@@ -72,7 +74,6 @@ def _document(args: argparse.Namespace, torch_compile: bool, guard: Guard | None
     }
 
 
-RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 MODE_VARS = ("UNSLOTH_ALLOW_CPU", "UNSLOTH_IS_PRESENT", "UNSLOTH_COMPILE_OVERWRITE", "UNSLOTH_FUSED_CE_GUARD")
 
 

@@ -12,9 +12,10 @@ has the behaviour suite's shape: ``{"schema", "seed", "examples", "tests",
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
+
+from probes import handoff
 
 from . import BASELINE_KEY, PROPERTIES, PROPERTY_IDS, SCHEMA, SHARED_KEY, state
 from . import spec as specs
@@ -23,7 +24,6 @@ from .properties import ARTEFACTS, PER_EXAMPLE, empty_reference, excused
 
 # How many of a property's failing examples have their lattices searched for a smaller failure.
 SHRINK_EXAMPLES = 4
-GUARD_MODULE_ENV = "SKEWMATRIX_GUARD_MODULE"
 DEFAULT_GUARD_MODULE = "unsloth.fused_ce_guard"
 
 
@@ -167,7 +167,7 @@ class Judge:
 
 
 def _import_env(raw: dict[str, Any], base: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    protocol = os.environ.get(GUARD_MODULE_ENV) or DEFAULT_GUARD_MODULE
+    protocol = handoff.given().guard_module or DEFAULT_GUARD_MODULE
     files = state.guard_files(protocol)
     kernel_keys = set(raw.get("kernel_env_keys") or ())
     named = state.named_keys(files)

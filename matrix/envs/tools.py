@@ -1,9 +1,11 @@
 """Locating and running the external tools the harness drives (uv, git).
 
 ``uv_bin()`` prefers the ``uv`` Python package that skewmatrix depends on,
-then ``uv`` on PATH. ``run_tool`` runs a command, captures its output, and
-returns it; callers decide what a non-zero exit means (uv: 1 = no
-resolution, 2 = network or usage error).
+then ``uv`` on PATH. ``run_tool`` runs a tool of ours (uv, git) with our
+environment, captures its output, and returns it as :class:`Ran`, the one
+result type of every process the harness starts (``matrix.envs.envrun`` runs the
+processes in an env with the same type); callers decide what a non-zero
+exit means (uv: 1 = no resolution, 2 = network or usage error).
 """
 
 from __future__ import annotations
@@ -42,15 +44,22 @@ def redact_text(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class ToolResult:
+class Ran:
+    """How a process ended: its command, its exit code (None: it ran past its timeout) and, when captured, its
+    output (credentials redacted)."""
+
     argv: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
 
     def tail(self, n: int = 30) -> str:
         text = (self.stdout + "\n" + self.stderr).strip()
@@ -58,7 +67,7 @@ class ToolResult:
 
 
 def run_tool(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None) -> ToolResult:
+             timeout: float | None = None) -> Ran:
     full_env = {**os.environ, **(env or {})}
     try:
         proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
@@ -66,8 +75,8 @@ def run_tool(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | 
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return ToolResult(argv, 124, out, err + f"\n{argv[0]}: timed out after {timeout} s")
+        return Ran(argv, None, out, err + f"\n{argv[0]}: timed out after {timeout} s")
     except FileNotFoundError as exc:
-        return ToolResult(argv, 127, "", f"{argv[0]}: not found ({exc})")
+        return Ran(argv, 127, "", f"{argv[0]}: not found ({exc})")
     # Tool output ends up in cell JSON and reports: never let an index credential through.
-    return ToolResult(argv, proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))
+    return Ran(argv, proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))

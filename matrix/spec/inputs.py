@@ -110,7 +110,7 @@ def guard_module_problems(where: str, value: Any, package: Any) -> list[str]:
 
 
 def tree_problems(builds: dict[str, Any], first_seen: dict[str, int], subject: Any) -> list[str]:
-    """A subject that is a source tree (``Subject.tree_env``) is built from a checkout: a git ref, a directory,
+    """A subject that is a source tree (``Subject.tree``) is built from a checkout: a git ref, a directory,
     or a backport of one; a release on the index or a wheel is not such a tree."""
     if not subject.is_tree:
         return []

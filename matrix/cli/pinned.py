@@ -21,13 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import settings
-from matrix.cell import CellRun, record_and_probe
-from matrix.envrun import ensure_env
+from matrix import errors
+from matrix.cells.cell import CellRun, record_and_probe
+from matrix.cells.installed import installed
+from matrix.envs import envrun
+from matrix.envs.envrun import ensure_env
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.installed import installed
 from matrix.spec import CellOptions
-from matrix.tools import run_tool, uv_bin
 
 
 class PinnedError(SkewmatrixError):
@@ -37,8 +38,8 @@ class PinnedError(SkewmatrixError):
 def interpreter_prefix(python: Path) -> tuple[Path, str]:
     if not python.exists():
         raise PinnedError(f"--python {python}: no such file")
-    res = run_tool([str(python), "-c", "import sys, json; print(json.dumps([sys.prefix, '%d.%d' % "
-                    "sys.version_info[:2]]))"], timeout=60)
+    res = envrun.run_python(python, "import sys, json; print(json.dumps([sys.prefix, '%d.%d' % "
+                            "sys.version_info[:2]]))", timeout=60)
     if not res.ok:
         raise PinnedError(f"--python {python}: could not run it (exit {res.returncode}): {res.tail(5)}")
     prefix, version = json.loads(res.stdout.strip().splitlines()[-1])
@@ -107,28 +108,28 @@ def run_pinned(python: Path | None, requirements: Path | None, out: Path, *, opt
         missing = [b["package"] for b in builds.values() if b["version"] is None]
         run.fail("probe", f"{label}: {', '.join(missing)} not installed in {env_dir}")
         return run.finish()
-    from matrix.history import structural_line
+    from matrix.scan.history import structural_line
 
     log(structural_line(env_dir))  # the structural verdict first, before any hazard
     log(f"probing {label} in place (installing nothing)")
     return record_and_probe(run, env_dir, python, log)
 
 
-def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
-    """Probe what the parsed arguments name (``matrix.arguments.add_pinned_arguments``); exit 0/1/2
-    (``reports.gate``)."""
-    from matrix.collect import fixed_since_zoo
+def run(args: argparse.Namespace, out: Path, *, strict: bool = False, log: Callable[[str], Any] = print) -> int:
+    """Probe what the parsed arguments name (``matrix.cli.arguments.add_pinned_arguments``); exit 0/1/2
+    (``matrix.errors``)."""
+    from matrix.cells.collect import fixed_since_zoo
     from reports.gate import evaluate, recommendation
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
     options = CellOptions(device=args.device, cpu_mode=args.cpu_mode)
     cell = run_pinned(args.python, args.requirements, out, options=options, log=log)
-    report = build_report([cell], matrix=cell["matrix"], strict=settings.strict())
+    report = build_report([cell], matrix=cell["matrix"], strict=strict)
     out.mkdir(parents=True, exist_ok=True)
     write_all(report, out)
     log(RENDERERS["terminal"].render(report))
     log(recommendation(report["cells"][0], report["checks"], *fixed_since_zoo(out)))
-    code = evaluate(report).gate_exit_code
-    log(f"pinned: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
+    code = errors.gate_code(evaluate(report))
+    log(f"pinned: exit {code} ({errors.gate_words(code)})")
     return code

@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from matrix.history.metadata_caps import admits
+from matrix.scan.history.metadata_caps import admits
 from probes.checks.capabilities import PairTarget
 
 EVIDENCE_NAMES = 8  # missing names kept per pair in the JSON

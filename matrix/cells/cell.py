@@ -23,19 +23,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from matrix import axes, envrun, stacks, trees
-from matrix.envrun import PROBES_DIR, ensure_env, probes_path
+from matrix.cells.installed import installed, torch_build
+from matrix.cells.progress import ticking
+from matrix.envs import envrun
+from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.installed import installed, torch_build
-from matrix.progress import ticking
 from matrix.sources import Materialized
-from matrix.spec import Build, Cell, CellOptions, Matrix
-from matrix.tools import run_tool, uv_bin
+from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
 from probes import checks
 from reports.model import CELL_SCHEMA
 
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
-TRAIN_ENV = "SKEWMATRIX_TRAIN"  # read by probes/phases.py
 DEFAULT_MIN_FREE_GB = 6.0
 
 
@@ -315,7 +314,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
 
 
 def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
-                     trees: dict[str, Path] | None = None) -> dict[str, Any]:
+                     trees: dict[str, Path] | None = None, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Steps 4 and 5 of a cell, shared with pinned environments: record what is
     installed in ``env_dir`` (installing nothing), then run the probes with ``python``: the checks whose
     subject has the cell's axes, each source tree's path (``trees``, by axis) in its subject's variable."""
@@ -338,21 +337,21 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
     work = cdir / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    extra = {}
+    # Everything the probes need is on their command line (probes/handoff.py); their env is the clean one.
     roles = list(run.record["builds"])
     subject = axes.subject_of(roles)
-    for tree in (trees or {}).values():
-        if subject is not None and subject.is_tree:
-            extra[subject.tree_env] = str(tree)
-    guard_module = next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
-                        None)
-    if guard_module:  # the build names its guard protocol module; the probes read it (probes/checks/*/phases.py)
-        extra["SKEWMATRIX_GUARD_MODULE"] = guard_module
-    if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
-        extra[TRAIN_ENV] = "off"
-    env = envrun.clean_env(probes_path(cdir), **extra)
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
+    for tree in (trees or {}).values():
+        if subject is not None and subject.is_tree:
+            argv.append(f"--tree={subject.tree}={tree}")
+    guard_module = next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
+                        None)
+    if guard_module:  # the build names its guard protocol module
+        argv.append(f"--guard-module={guard_module}")
+    if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
+        argv.append("--no-train")
+    env = envrun.clean_env(probes_path(cdir), **(extra_env or {}))
     for name in checks.for_axes(roles):
         argv += ["--check", checks.info(name).id]
     say("probing (an `import unsloth` takes ~20 s on CPU)" if "unsloth" in roles else "probing")

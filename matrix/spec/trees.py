@@ -1,11 +1,11 @@
 """How a cell's env is made from its builds: wheels pinned by override, or a subject's source trees.
 
-A subject that is a source tree (``probes.checks.Subject.tree_env``) is not
+A subject that is a source tree (``probes.checks.Subject.tree``) is not
 installed: the env gets each tree's own ``pyproject.toml`` dependencies, with
 the subject's extras that the tree declares and ``--no-sources`` (a tree's
 private indexes are out of reach; the index's torch serves CPU), and the
 column's torch as an override; the probes find the tree in the subject's
-variable (``matrix.cell.record_and_probe``).
+variable (``matrix.cells.cell.record_and_probe``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from matrix import axes, stacks
 from matrix.errors import BuildError
 from matrix.sources import Materialized
-from matrix.spec import Cell
+from matrix.spec import Cell, axes, stacks
 from probes import checks
 
 if sys.version_info >= (3, 11):

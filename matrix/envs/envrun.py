@@ -1,9 +1,12 @@
 """The env runner: build an env, link ``probes`` onto PYTHONPATH, clean the environment, run our code there.
 
-Everything that runs code of ours next to the packages under test goes
-through here: a cell's probes (``matrix.cell``), the mutation runner
-(``matrix.mutation``), the scan's runtime confirmation
-(``matrix.scan.confirm``) and the GPU device check (``matrix.gpu``).
+Every process the harness starts in an env goes through here: a cell's
+probes (``matrix.cells.cell``), pinned's interpreter check (``matrix.cli.pinned``),
+the bench floor (``matrix.cli.bench``), the mutation runner and its survivor
+envs (``matrix.mutation``, ``matrix.mutation.survivors``), the scan's runtime
+confirmation (``matrix.scan.confirm``) and the GPU device check
+(``matrix.gpu``: interpreter, installer, probes, measurement). They all get
+the same result type, ``matrix.envs.tools.Ran``.
 
 * **build**: ``ensure_env`` / ``create_env`` make a uv venv; ``install``
   installs requirements with an overrides file, so a pair whose metadata
@@ -25,12 +28,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
+from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.settings import REPO_ROOT
-from matrix.tools import ToolResult, redact_text, run_tool, uv_bin
+from matrix.spec.settings import REPO_ROOT
 
 PROBES_DIR = REPO_ROOT / "probes"
 # The probes need no network: keep the libraries under test off it (hubs, telemetry).
@@ -44,7 +46,7 @@ class EnvBuildError(SkewmatrixError):
     """An env could not be created."""
 
 
-def create_env(env_dir: Path, python: str, timeout: float = 300) -> ToolResult:
+def create_env(env_dir: Path, python: str, timeout: float = 300) -> Ran:
     """``uv venv`` at ``env_dir`` (a finding for the caller to judge, not an exception)."""
     return run_tool([uv_bin(), "venv", "--quiet", "--python", python, str(env_dir)], timeout=timeout)
 
@@ -60,7 +62,7 @@ def ensure_env(env_dir: Path, python: str) -> Path:
 
 
 def install(python: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
-            *, quiet: bool = False) -> ToolResult:
+            *, quiet: bool = False) -> Ran:
     """``uv pip install`` of ``requirements`` into ``python``'s env, with ``overrides`` written to
     ``override_file`` and forced."""
     override_file.write_text("\n".join(overrides) + "\n", encoding="utf-8")
@@ -91,28 +93,25 @@ def clean_env(pythonpath: Path | None, **extra: str) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class Ran:
-    """How a run ended: its exit code (None: it ran past its timeout) and, when captured, its output."""
-
-    returncode: int | None
-    stdout: str = ""
-    stderr: str = ""
-
-    def tail(self, n: int = 30) -> str:
-        return "\n".join((self.stdout + "\n" + self.stderr).strip().splitlines()[-n:])
-
-
-def run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, log: Path | None = None) -> Ran:
-    """Run ``argv`` with exactly ``env`` (never merged with ours); stdout and stderr go to ``log`` when given,
-    else they are captured (credentials redacted)."""
+def run(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeout: float, log: Path | None = None) -> Ran:
+    """Run ``argv`` with exactly ``env`` (never merged with ours; build it with :func:`clean_env`); stdout and
+    stderr go to ``log`` when given, else they are captured (credentials redacted)."""
     try:
         if log is not None:
             with log.open("w", encoding="utf-8") as fh:
                 proc = subprocess.run(argv, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
                                       check=False)
-            return Ran(proc.returncode)
+            return Ran(argv, proc.returncode)
         proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return Ran(None)
-    return Ran(proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))
+        return Ran(argv, None)
+    except FileNotFoundError as exc:
+        return Ran(argv, 127, "", f"{argv[0]}: not found ({exc})")
+    return Ran(argv, proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))
+
+
+def run_python(python: Path, code: str, *, cwd: Path | None = None, timeout: float = 300, **extra: str) -> Ran:
+    """``python -c CODE`` in an env, with the environment a cell's processes get (:func:`clean_env`: offline,
+    no stray PYTHONPATH or UNSLOTH_* of ours) plus ``extra``: the interpreter checks of pinned and the GPU run,
+    and the bench floor, run exactly where a cell would."""
+    return run([str(python), "-c", code], cwd=cwd, env=clean_env(None, **extra), timeout=timeout)

@@ -9,7 +9,7 @@ For one candidate unsloth build (a version, a path to a checkout or wheel, or
   pinned environment or a lockfile would reach with an override;
 * any zoo backports named with ``--backport NAME@BASEVERSION``.
 
-Each pair is crossed with two trainer stacks (``[[stack]]``, ``matrix.stacks``):
+Each pair is crossed with two trainer stacks (``[[stack]]``, ``matrix.spec.stacks``):
 the floor and the newest transformers/TRL the candidate admits, derived with
 ``uv pip compile`` (as usual, and ``--resolution lowest-direct``), never
 hard-coded. One stack when both coincide; none, said in the generated file and
@@ -17,20 +17,26 @@ the log, when the candidate's requirements cannot be resolved.
 
 Zoo releases and their static verdicts come from the scan (``matrix.scan``,
 warm in well under a second), so yanked releases are never candidates. The
-gate writes a generated matrix file, runs it through ``nox -s matrix`` like
-any other matrix, and exits 0 (all pass), 1 (``missing``/``broken``), or 2
-(``error``, or the harness failed) -- see ``reports.gate``.
+gate writes a generated matrix file, runs it through the pipeline like any
+other matrix (``matrix.cells.pipeline.run_matrix``, in this process), and exits 0
+(all pass), 1 (``missing``/``broken``), or 2 (``error``, or the harness
+failed) -- see ``matrix.errors``.
+
+Why in this process and not a nested ``nox -s matrix``: nox would only add a
+second process that loads the noxfile again and parses the generated matrix
+once more, and the gate would then have to hand it the run (output directory,
+strictness, a fresh run id) through environment variables and read its
+verdict back from ``report.json``. In-process the gate builds a run value of
+its own (``matrix.cells.runs.Run``) and gets the report as a value. Cells then run
+one after the other, as ``nox -s matrix`` without ``-j`` did.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -38,12 +44,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from matrix import stacks
+from matrix import errors
+from matrix.cells.runs import Run
+from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.inputs import CONTROL_RE
-from matrix.spec import REPO_ROOT, CellOptions
-from matrix.stacks import Stack
-from matrix.tools import run_tool, uv_bin
+from matrix.spec import CellOptions, stacks
+from matrix.spec.inputs import CONTROL_RE
+from matrix.spec.stacks import Stack
 
 GIT_RE = re.compile(r"^git\+(?P<url>.+)@(?P<ref>[^@/]+)$")
 
@@ -150,9 +157,11 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
     return text
 
 
-def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) -> int:
-    """The gate for parsed arguments (``matrix.arguments.add_gate_arguments``); exit 0/1/2 (``reports.gate``)."""
+def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print) -> int:
+    """The gate for parsed arguments (``matrix.cli.arguments.add_gate_arguments``), writing under ``outer``'s
+    output directory; exit 0/1/2 (``matrix.errors``)."""
     from matrix import scan
+    from matrix.cells import pipeline
     from reports.gate import evaluate, recommendation
 
     if not 0 <= args.below <= 50:
@@ -163,9 +172,10 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
         if not sep or not name or not base:
             raise GateError(f"--backport {item!r}: expected NAME@BASEVERSION, e.g. zoo-fix@2026.9.3")
         backports.append((name, base))
+    out = outer.out / "gate"
     out.mkdir(parents=True, exist_ok=True)
     candidate, metadata = candidate_build(args.unsloth, out)
-    from matrix.history import structural_gate  # the structural verdict first: no env is built for it
+    from matrix.scan.history import structural_gate  # the structural verdict first: no env is built for it
 
     structural_fails = candidate["source"] == "pypi" and structural_gate(candidate["version"], log)
     log("gate: reading zoo releases and the candidate's requirements (scan)")
@@ -191,16 +201,10 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     trainer, note = trainer_stacks(candidate, out, log)
     matrix = out / "gate.toml"
     matrix.write_text(matrix_text(candidate, zoo, backports, trainer, note), encoding="utf-8")
-    env = {**os.environ, "SKEWMATRIX_MATRIX": str(matrix), "SKEWMATRIX_OUT": str(out), "SKEWMATRIX_RUN_ID": ""}
-    env.pop("SKEWMATRIX_SHARD", None)
-    # --exit-zero: the gate judges the report itself (error outranks a finding); 1 from nox is then a failure.
-    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "matrix", "--", "--exit-zero"], cwd=REPO_ROOT,
-                          env=env, check=False)
-    report_file = out / "report.json"
-    if proc.returncode != 0 or not report_file.is_file():
-        log(f"gate: the matrix run failed (nox exit {proc.returncode}); no verdict")
-        return 2
-    report = json.loads(report_file.read_text(encoding="utf-8"))
+    # The gate's own run: its generated matrix, its output directory, the caller's strictness and run id.
+    gate_run = Run(matrix_path=matrix, out=out, strict=outer.strict, run_id=outer.run_id)
+    pipeline.run_matrix(gate_run, log=log)
+    report = pipeline.report(gate_run, log=log)
     rec = scan.recommended_zoo(doc)  # fixed_since, never first_fixed: no vulnerable release after it
     since, how = (rec.version, rec.confirmed_by) if rec else (None, None)
     for cell in report["cells"]:
@@ -208,6 +212,8 @@ def run(args: argparse.Namespace, out: Path, log: Callable[[str], Any] = print) 
     outcome = evaluate(report)
     for line in outcome.lines():
         log(f"gate: {line}")
-    code = outcome.gate_exit_code or (1 if structural_fails else 0)
-    log(f"gate: exit {code} ({['pass', 'exposed (a failing state)', 'no verdict (error)'][code]})")
+    code = errors.gate_code(outcome)
+    if code == errors.EXIT_OK and structural_fails:
+        code = errors.EXIT_GATE
+    log(f"gate: exit {code} ({errors.gate_words(code)})")
     return code

@@ -26,43 +26,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix.arguments import (
+from matrix.cells import runs
+from matrix.cells.runs import Run
+from matrix.cli.arguments import (
     add_bench_arguments,
     add_gate_arguments,
     add_pinned_arguments,
     add_report_arguments,
     add_run_arguments,
-    apply_strict,
     parse,
 )
-from matrix.errors import EXIT_CODES_HELP, EXIT_HARNESS, EXIT_OK, SkewmatrixError
-from matrix.settings import out_dir, run_id
+from matrix.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, SkewmatrixError, cell_code, epilog
 
 DEBUG_ENV = "SKEWMATRIX_DEBUG"
 class _Parser(argparse.ArgumentParser):
-    """argparse with the exit codes under every --help, and bad input always exit 2."""
+    """argparse with the exit codes under every --help (``matrix.errors``), and bad input always exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        kwargs.setdefault("epilog", epilog())
         super().__init__(*args, **kwargs)
 
 
-# ---------------------------------------------------------------- commands
+# ---------------------------------------------------------------- commands: each takes its arguments and the run
 
 
-def _set_output(args: argparse.Namespace) -> None:
-    if getattr(args, "output", None) is not None:
-        from matrix.settings import OUT_ENV
-
-        os.environ[OUT_ENV] = str(args.output.resolve())
-
-
-def cmd_cells(args: argparse.Namespace) -> int:
-    from matrix import pipeline
-
-    matrix = pipeline.load_matrix(check_index=False)
-    cells = pipeline.selected_cells(matrix)
+def cmd_cells(args: argparse.Namespace, run: Run) -> int:
+    cells = run.cells
     if args.format == "json":
         print(json.dumps([{"id": c.id, **c.roles, "expect": c.expect_map}
                           for c in cells], indent=2))
@@ -72,7 +62,7 @@ def cmd_cells(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_checks(args: argparse.Namespace) -> int:
+def cmd_checks(args: argparse.Namespace, run: Run) -> int:
     """The registered checks and, per optional capability, whether each declares it (or the n/a reason)."""
     from probes import checks
 
@@ -89,10 +79,11 @@ def cmd_checks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def cmd_validate(args: argparse.Namespace, run: Run) -> int:
     from matrix import spec
 
-    matrix = spec.load(args.file, check_index=not args.offline)
+    # validating a file is parsing it, with the index asked: its own load, not the run's matrix
+    matrix = spec.load(args.file or run.matrix_path, check_index=not args.offline)
     expected = sum(bool(c.expect) for c in matrix.cells)
     print(f"{matrix.path}: ok, {len(matrix.builds)} builds, {len(matrix.cells)} cells "
           f"({expected} with expected states), gate fails on {', '.join(matrix.fail_on)}")
@@ -106,38 +97,29 @@ def _print_report(rep: dict[str, Any], fmt: str) -> None:
         print(RENDERERS[fmt].render(rep))
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from matrix import pipeline
+def cmd_report(args: argparse.Namespace, run: Run) -> int:
+    from matrix.cells import pipeline
 
-    apply_strict(args)
     log = _logger(args.format)
-    rep = pipeline.report([Path(d) for d in args.dirs] or None, log=log)
+    rep = pipeline.report(run, [Path(d) for d in args.dirs] or None, log=log)
     _print_report(rep, args.format)
-    return pipeline.judge(rep, pipeline.load_matrix(), exit_zero=args.exit_zero, verbose=args.verbose, log=log)
+    return pipeline.judge(rep, run, exit_zero=args.exit_zero, verbose=args.verbose, log=log)
 
 
-def cmd_matrix(args: argparse.Namespace, *, run_cells: bool = True) -> int:
-    """Every selected cell (in env directories under OUT/envs), then the report and the gate."""
-    from matrix import pipeline
-    from matrix.progress import next_k
+def cmd_matrix(args: argparse.Namespace, run: Run, *, run_cells: bool = True) -> int:
+    """Every selected cell (``matrix.cells.pipeline.run_matrix``), then the report and the gate; ``run_cells=False``
+    when nox has run the cells as sessions of their own."""
+    from matrix.cells import pipeline
 
-    apply_strict(args)
     log = _logger(args.format)
     if run_cells:
-        cells = pipeline.selected_cells(pipeline.load_matrix())
-        for cell in cells:
-            start = time.perf_counter()
-            env_dir = out_dir() / "envs" / cell.id
-            record = pipeline.run_one(cell.id, env_dir, create_env=True, force=args.force, device=args.device,
-                                      log=log)
-            pipeline.finish_cell(record, cell, pipeline.load_matrix(), seconds=time.perf_counter() - start,
-                                 k=next_k(out_dir(), run_id()), n=len(cells), log=log)
-    rep = pipeline.report(log=log)
+        pipeline.run_matrix(run, force=args.force, device=args.device, log=log)
+    rep = pipeline.report(run, log=log)
     _print_report(rep, args.format)
-    return pipeline.judge(rep, pipeline.load_matrix(), exit_zero=args.exit_zero, verbose=args.verbose, log=log)
+    return pipeline.judge(rep, run, exit_zero=args.exit_zero, verbose=args.verbose, log=log)
 
 
-def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, n: int, strict: bool,
+def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, run: Run, *, n: int, strict: bool,
              create_env: bool = False, log: Callable[[str], Any] = print) -> int:
     """One cell: build, probe, write its cell JSON, print its ``[k/N]`` line.
 
@@ -147,94 +129,87 @@ def run_cell(cell_id: str, env_dir: Path, args: argparse.Namespace, *, n: int, s
     aborts a ``requires=`` fan-in when any prerequisite failed, and the
     ``matrix`` session must still write the report; it then fails the run.
     """
-    from matrix import pipeline
-    from matrix.progress import next_k
+    from matrix.cells import pipeline
+    from matrix.cells.progress import next_k
 
-    apply_strict(args)
     start = time.perf_counter()
-    record = pipeline.run_one(cell_id, env_dir, create_env=create_env, force=args.force, device=args.device,
+    record = pipeline.run_one(run, cell_id, env_dir, create_env=create_env, force=args.force, device=args.device,
                               log=log)
-    matrix = pipeline.load_matrix()
     # k counts cells of this run as they finish, across the session processes of `nox -j`
-    kind = pipeline.finish_cell(record, matrix.cell(cell_id), matrix, seconds=time.perf_counter() - start,
-                                k=next_k(out_dir(), run_id()), n=n, log=log)
-    if kind in ("fail", "xpass"):
-        if strict and not args.exit_zero:
-            return 1
-        if not strict:
-            log(f"[{cell_id}] {kind.upper()}: recorded; the matrix session reports it and fails the run")
-    return EXIT_OK
+    kind = pipeline.finish_cell(record, run.matrix.cell(cell_id), run, seconds=time.perf_counter() - start,
+                                k=next_k(run.out, run.run_id), n=n, log=log)
+    if kind in ("fail", "xpass") and not strict:
+        log(f"[{cell_id}] {kind.upper()}: recorded; the matrix session reports it and fails the run")
+    return cell_code(kind, strict=strict, exit_zero=args.exit_zero)
 
 
-def cmd_cell(args: argparse.Namespace) -> int:
-    env_dir = args.env_dir or out_dir() / "envs" / args.cell
-    return run_cell(args.cell, env_dir, args, n=1, strict=True, create_env=True, log=_logger(args.format))
+def cmd_cell(args: argparse.Namespace, run: Run) -> int:
+    env_dir = args.env_dir or run.out / "envs" / args.cell
+    return run_cell(args.cell, env_dir, args, run, n=1, strict=True, create_env=True, log=_logger(args.format))
 
 
-def cmd_gate(args: argparse.Namespace) -> int:
-    from matrix import release_gate
+def cmd_gate(args: argparse.Namespace, run: Run) -> int:
+    from matrix.cli import release_gate
 
-    apply_strict(args)
-    return release_gate.run(args, out_dir() / "gate", log=print)
-
-
-def cmd_pinned(args: argparse.Namespace) -> int:
-    from matrix import pinned
-
-    apply_strict(args)
-    return pinned.run(args, out_dir() / "pinned", log=print)
+    return release_gate.run(args, run, log=print)
 
 
-def cmd_scan(args: argparse.Namespace) -> int:
+def cmd_pinned(args: argparse.Namespace, run: Run) -> int:
+    from matrix.cli import pinned
+
+    return pinned.run(args, run.out / "pinned", strict=run.strict, log=print)
+
+
+def cmd_scan(args: argparse.Namespace, run: Run) -> int:
     from matrix import scan
 
-    return int(scan.main(list(args.args)))
+    return int(scan.main(list(args.args), out=run.out))
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    from matrix import history
+def cmd_history(args: argparse.Namespace, run: Run) -> int:
+    from matrix.scan import history
 
-    return int(history.main(list(args.args)))
+    return int(history.main(list(args.args), out=run.out))
 
 
-def cmd_mutation(args: argparse.Namespace) -> int:
+def cmd_mutation(args: argparse.Namespace, run: Run) -> int:
     try:
         from matrix import mutation
     except ImportError as exc:
         raise SkewmatrixError(f"the mutation command is not available in this tree ({exc})") from None
-    return int(mutation.main(list(args.args)))
+    return int(mutation.main(list(args.args), out=run.out))
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def cmd_bench(args: argparse.Namespace, run: Run) -> int:
     argv = list(args.args)
     if argv[:1] == ["scan"]:
-        from matrix import bench
+        from matrix.cli import bench
 
-        return bench.scan(argv)
-    p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0])
+        return bench.scan(argv, out=run.out)
+    p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0], epilog=epilog("bench"))
     add_bench_arguments(p)
     parsed = parse(p, argv)
     if isinstance(parsed, int):
         return parsed
-    from matrix import bench
+    from matrix.cli import bench
 
-    return bench.run(parsed)
+    return bench.run(parsed, run)
 
 
-def cmd_gpu_check(args: argparse.Namespace) -> int:
+def cmd_gpu_check(args: argparse.Namespace, run: Run) -> int:
     from matrix.gpu import check
 
     return check.main(list(args.args))
 
 
-def cmd_gpu_wheelhouse(args: argparse.Namespace) -> int:
+def cmd_gpu_wheelhouse(args: argparse.Namespace, run: Run) -> int:
     from matrix.gpu import wheelhouse
 
     return wheelhouse.main(list(args.args))
 
 
-def cmd_ci_matrix(args: argparse.Namespace) -> int:
-    from matrix.ci import from_text
+def cmd_ci_matrix(args: argparse.Namespace, run: Run) -> int:
+    from matrix.cli.ci import from_text
 
     print(from_text(sys.stdin.read()))
     return EXIT_OK
@@ -297,7 +272,7 @@ PASSTHROUGH = ("scan", "history", "mutation", "bench", "gpu-wheelhouse", "gpu-ch
 def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
     """The parser of one command on its own, e.g. for ``nox -s NAME -- ARGS`` (``prog="nox -s NAME --"``)."""
     help_, add, _ = COMMANDS[name]
-    p = _Parser(prog=prog, description=help_, add_help=name not in PASSTHROUGH)
+    p = _Parser(prog=prog, description=help_, add_help=name not in PASSTHROUGH, epilog=epilog(name))
     if add:
         add(p)
     return p
@@ -309,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_, add, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog=EXIT_CODES_HELP, add_help=name not in PASSTHROUGH)
+                           epilog=epilog(name), add_help=name not in PASSTHROUGH)
         if add:
             add(p)
     return root
@@ -334,7 +309,7 @@ def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatr
         return exc.return_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `skewmatrix cells | head`: the reader left early; point stdout at /dev/null so exit is quiet too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -355,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest[:1] and rest[0] in PASSTHROUGH:
         # These parse their own arguments (argparse's REMAINDER would refuse a leading --help).
         ns = argparse.Namespace(command=rest[0], args=rest[1:], debug=debug)
-        return guarded(lambda: COMMANDS[rest[0]][2](ns), debug=debug, prog=f"skewmatrix {rest[0]}")
+        return guarded(lambda: dispatch(COMMANDS[rest[0]][2], ns), debug=debug, prog=f"skewmatrix {rest[0]}")
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
@@ -363,34 +338,39 @@ def main(argv: list[str] | None = None) -> int:
     return guarded(lambda: dispatch(run, args), debug=args.debug)
 
 
-def cell_ids_or_exit() -> list[str]:
-    """For the noxfile, which lists the cells as it loads: the selected cell ids, or exit with the code
-    :func:`guarded` maps the failure to (a bad matrix file: a clean message and 2)."""
-    from matrix import pipeline
+def run_or_exit() -> Run:
+    """For the noxfile, which lists the cells as it loads: the run its environment describes, with the matrix
+    parsed (once), or exit with the code :func:`guarded` maps the failure to (a bad matrix file: a clean message
+    and 2)."""
+    got: list[Run] = []
 
-    ids: list[str] = []
-    code = guarded(lambda: ids.extend(pipeline.cell_ids()) or EXIT_OK)
+    def load() -> int:
+        run = runs.from_environ()
+        run.matrix  # noqa: B018 -- parse now, so a bad file is reported here
+        got.append(run)
+        return EXIT_OK
+
+    code = guarded(load)
     if code != EXIT_OK:
         raise SystemExit(code)
-    return ids
+    return got[0]
 
 
-def session_main(name: str, argv: list[str], run: Callable[[argparse.Namespace], int] | None = None, *,
-                 options_of: str | None = None) -> int:
-    """``nox -s NAME -- ARGV``: the same parser and the same error mapping as ``skewmatrix NAME``.
-
-    ``options_of`` parses with another command's options (the cell sessions take the ``matrix`` options,
-    because nox hands them the same posargs)."""
+def session_main(name: str, argv: list[str], run: Callable[..., int] | None = None, *,
+                 base: Run | None = None) -> int:
+    """``nox -s NAME -- ARGV``: the same parser and the same error mapping as ``skewmatrix NAME``; ``base`` is
+    the run the noxfile built as it loaded (its matrix already parsed)."""
     prog = f"nox -s {name} --"
-    if (options_of or name) in PASSTHROUGH:
+    if name in PASSTHROUGH:
         ns = argparse.Namespace(args=list(argv))
-        return guarded(lambda: (run or COMMANDS[name][2])(ns), prog=f"skewmatrix {name}")
-    args = parse(command_parser(options_of or name, prog), argv)
+        return guarded(lambda: dispatch(run or COMMANDS[name][2], ns, base), prog=f"skewmatrix {name}")
+    args = parse(command_parser(name, prog), argv)
     if isinstance(args, int):
         return args
-    return guarded(lambda: dispatch(run or COMMANDS[name][2], args), prog=f"skewmatrix {name}")
+    return guarded(lambda: dispatch(run or COMMANDS[name][2], args, base), prog=f"skewmatrix {name}")
 
 
-def dispatch(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    _set_output(args)  # before anything asks where the output directory is
-    return run(args)
+def dispatch(fn: Callable[[argparse.Namespace, Run], int], args: argparse.Namespace, base: Run | None = None) -> int:
+    """Build the run once (the environment's, or the noxfile's ``base``, with this command's own ``-o`` and
+    ``--strict``) and run the command with it."""
+    return fn(args, (base or runs.from_environ()).with_args(args))

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix.history import readers
-from matrix.history.history_run import HistoryOptions, run
+from matrix.scan.history import readers
+from matrix.scan.history.history_run import HistoryOptions, run
 
 
 def structural_gate(version: str, log: Callable[[str], Any] = print, upto: str = "", **kw: Any) -> bool:

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 from matrix.errors import EXIT_OK
-from matrix.history.history_page import heatmap, markdown
-from matrix.history.history_run import HistoryOptions, run
 from matrix.scan.cache import write_atomic
-from matrix.settings import out_dir
+from matrix.scan.history.history_page import heatmap, markdown
+from matrix.scan.history.history_run import HistoryOptions, run
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
@@ -37,11 +36,11 @@ def write(doc: dict, folder: Path) -> list[Path]:
     return out
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], out: Path) -> int:
     args = parser().parse_args(argv)
     doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
                              workers=args.workers, offline=args.offline, scan=args.scan))
-    for path in write(doc, args.output or out_dir()):
+    for path in write(doc, args.output or out):
         print(f"wrote {path}")
     for line in doc["lines"][-5:]:
         print(line)

@@ -29,8 +29,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix import inputs
-from matrix.tables import check_keys, name_problem
+from matrix.spec import inputs
+from matrix.spec.tables import check_keys, name_problem
 
 STACK_PACKAGES = ("torch", "transformers", "trl")
 STACK_KEYS: dict[str, type] = {"name": str, **dict.fromkeys(STACK_PACKAGES, str)}
@@ -137,7 +137,7 @@ def pinned_versions(lock: str) -> dict[str, str]:
     return out
 
 
-Runner = Callable[[list[str]], Any]  # argv -> a result with .returncode, .stdout, .stderr (matrix.tools.ToolResult)
+Runner = Callable[[list[str]], Any]  # argv -> a result with .returncode, .stdout, .stderr (matrix.envs.tools.Ran)
 
 
 def admitted(requirement: str, python: str, workdir: Path, runner: Runner,

@@ -15,14 +15,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from matrix.errors import SkewmatrixError
-from matrix.history import grid, metadata_caps, readers
 from matrix.index import IndexClient, redact
 from matrix.scan.cache import ScanIndex
 from matrix.scan.fetch import Fetcher
-from matrix.settings import scan_cache_dir
+from matrix.scan.history import grid, metadata_caps, readers
+from matrix.spec.settings import scan_cache_dir
 from probes import checks
 
-SCHEMA = "skewmatrix.history/1"
+SCHEMA = "skewmatrix.scan.history/1"
 
 
 @dataclass(frozen=True)

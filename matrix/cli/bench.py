@@ -16,7 +16,10 @@ the floors is harness overhead. Printed and written to
   on this machine's network interfaces meanwhile (``--no-cold`` skips it).
 
 Runs use their own output and env directories under ``reports/out/bench/``
-and ``--force`` so that reuse does not flatter the timed runs. ``nox -s bench
+and ``--force`` so that reuse does not flatter the timed runs. The timed runs
+are ``nox -s matrix`` in a child process on purpose: what is measured is the
+command a user runs, nox's session processes included. The floors run
+through ``matrix.envs.envrun``, in the environment a cell's probes get. ``nox -s bench
 -- scan`` runs the scan benchmark instead (``scan``, below): releases
 classified, seconds cold and warm, peak RSS -> ``bench-scan.json``.
 """
@@ -36,14 +39,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from matrix import pipeline
-from matrix.arguments import parse
-from matrix.cell import write_json_atomic
+from matrix.cells.cell import write_json_atomic
+from matrix.cells.runs import Run
+from matrix.cli.arguments import command_parser, parse
+from matrix.envs import envrun
 from matrix.errors import SkewmatrixError
 from matrix.scan.cache import ScanIndex, write_atomic
 from matrix.scan.run import ScanOptions
 from matrix.scan.run import run as run_scan
-from matrix.settings import out_dir
 from matrix.spec import REPO_ROOT, nox_safe
 
 
@@ -96,15 +99,16 @@ def floor(env_dir: Path, modes: list[str] | None = None, repeats: int = 3) -> fl
     python = env_dir / "bin" / "python"
     total = 0.0
     for mode in modes or ["allow-cpu"]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("UNSLOTH_")}
-        env.update(FLOOR_MODES[mode])
         times = []
         with tempfile.TemporaryDirectory(prefix="skewmatrix-floor-") as tmp:
             for _ in range(repeats):
+                # the environment a cell's processes get (matrix.envs.envrun: offline, no stray PYTHONPATH)
                 start = time.perf_counter()
-                subprocess.run([str(python), "-c", "import unsloth"], cwd=tmp, env=env, capture_output=True,
-                               check=True)
+                ran = envrun.run_python(python, "import unsloth", cwd=Path(tmp), timeout=600, **FLOOR_MODES[mode])
                 times.append(time.perf_counter() - start)
+                if not ran.ok:
+                    raise BenchError(f"bench: the floor of {env_dir} (import unsloth, {mode}) failed "
+                                     f"(exit {ran.returncode}):\n{ran.tail()}")
         total += min(times)
     return total
 
@@ -129,13 +133,13 @@ def check(proc: subprocess.CompletedProcess[str], what: str) -> None:
                          + f"\n...\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, run: Run) -> int:
     """``nox -s bench`` / ``skewmatrix bench`` with parsed arguments (``matrix.cli``: ``--no-cold``,
     ``--no-warmup``; ``bench scan ...`` goes to the scan's benchmark instead)."""
-    base = pipeline.out_dir() / "bench"
+    base = run.out / "bench"
     shutil.rmtree(base, ignore_errors=True)
     envdir = base / "envs"
-    matrix = pipeline.load_matrix()
+    matrix = run.matrix
     ids = [c.id for c in matrix.cells]
     figures: dict[str, Any] = {"matrix": str(matrix.path), "cells": len(ids), "cpus": os.cpu_count()}
     say = lambda msg: print(f"bench: {msg}", flush=True)  # noqa: E731
@@ -182,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         figures.update(cold_wall_s=round(wc, 2), cold_received_bytes=received)
         shutil.rmtree(base / "envs-cold", ignore_errors=True)
     shutil.rmtree(base / "envs-j2", ignore_errors=True)
-    write_json_atomic(pipeline.out_dir() / "bench.json", figures)
+    write_json_atomic(run.out / "bench.json", figures)
 
     print(f"\n{'cell':44} {'install':>8} {'probes':>8} {'total':>8} {'floor':>8}")
     for cid in ids:
@@ -197,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
               f"{figures['train_share_of_median_cell']:.0%} of the median cell (target <= 25 %)")
     if "cold_wall_s" in figures:
         print(f"cold cache: {figures['cold_wall_s']:.1f} s, {figures['cold_received_bytes'] / 1e9:.2f} GB received")
-    print(f"wrote {pipeline.out_dir() / 'bench.json'}")
+    print(f"wrote {run.out / 'bench.json'}")
     return 0
 
 
@@ -208,9 +212,9 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def scan(argv: list[str]) -> int:
+def scan(argv: list[str], out: Path) -> int:
     """``nox -s bench -- scan``: the scan, cold then warm, in a throwaway cache."""
-    p = argparse.ArgumentParser(prog="skewmatrix bench scan")
+    p = command_parser("bench", prog="skewmatrix bench scan")
     p.add_argument("what", nargs="?", default="scan")
     p.add_argument("--zoo", default="")
     p.add_argument("--with-unsloth", action="store_true", help="also scan every unsloth release")
@@ -230,7 +234,7 @@ def scan(argv: list[str]) -> int:
     figures.update(releases_listed=len(doc["zoo"]), zoo_classified=doc["stats"]["zoo_classified"],
                    unsloth_classified=doc["stats"]["unsloth_classified"], peak_rss_mib=round(_peak_rss_mib(), 1),
                    fixed_since=doc["timeline"]["fixed_since"], cpus=os.cpu_count())
-    out = ns.out or out_dir()
+    out = ns.out or out
     write_atomic(out / "bench-scan.json", json.dumps(figures, indent=1) + "\n")
     print(f"bench scan: {figures['zoo_classified']} zoo release(s) classified"
           + (f", {figures['unsloth_classified']} unsloth" if ns.with_unsloth else "")

@@ -12,8 +12,8 @@ index client, fetcher and cache (``matrix.scan``), one analysis per release dige
 * ``structural``: the gate's and pinned's structural verdict for one unsloth release.
 """
 
-from matrix.history.history_cmd import main
-from matrix.history.history_run import HistoryOptions, run
-from matrix.history.structural import structural_gate, structural_line
+from matrix.scan.history.history_cmd import main
+from matrix.scan.history.history_run import HistoryOptions, run
+from matrix.scan.history.structural import structural_gate, structural_line
 
 __all__ = ["HistoryOptions", "main", "run", "structural_gate", "structural_line"]

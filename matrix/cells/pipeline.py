@@ -4,8 +4,9 @@ load matrix -> expand cells -> (per cell) build env -> probe -> cell JSON
 -> collect -> classify -> render -> gate.
 
 The nox sessions in ``noxfile.py`` and ``python -m matrix`` are thin calls
-into this module. Output goes to ``reports/out/`` unless ``SKEWMATRIX_OUT``
-names another directory.
+into this module, each with the run value the command line built
+(``matrix.cells.runs.Run``: the parsed matrix, the output directory, strict, the
+run id, the shard). :func:`run_matrix` is the loop over a run's cells.
 """
 
 from __future__ import annotations
@@ -13,39 +14,37 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from matrix import inputs, settings, shard, spec
-from matrix.cell import CellRun, error_cell, run_cell, write_json_atomic
-from matrix.collect import load_cells
+from matrix import errors, spec
+from matrix.cells.cell import CellRun, error_cell, run_cell, write_json_atomic
+from matrix.cells.collect import load_cells
+from matrix.cells.runs import Run
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient
 from matrix.scan import compare_with_cells
-from matrix.settings import out_dir, run_id
-from matrix.spec import REPO_ROOT, Matrix
+from matrix.spec import REPO_ROOT, Matrix, inputs
 
 
-def load_matrix(check_index: bool = False) -> Matrix:
-    return spec.load(spec.matrix_path_from_env(), check_index=check_index)
+def run_matrix(run: Run, *, force: bool = False, device: str | None = None,
+               log: Callable[[str], Any] = print) -> None:
+    """Every selected cell of ``run``, one after the other (env directories under OUT/envs), each with its
+    ``[k/N]`` line."""
+    from matrix.cells.progress import next_k
+
+    cells = run.cells
+    for cell in cells:
+        start = time.perf_counter()
+        record = run_one(run, cell.id, run.out / "envs" / cell.id, create_env=True, force=force, device=device,
+                         log=log)
+        finish_cell(record, cell, run, seconds=time.perf_counter() - start, k=next_k(run.out, run.run_id),
+                    n=len(cells), log=log)
 
 
-def selected_cells(matrix: Matrix) -> list[spec.Cell]:
-    """The matrix's cells, narrowed to this machine's shard when SKEWMATRIX_SHARD is set."""
-    picked = shard.from_env()
-    if picked is None:
-        return list(matrix.cells)
-    ids = set(shard.select([c.id for c in matrix.cells], *picked))
-    return [c for c in matrix.cells if c.id in ids]
-
-
-def cell_ids() -> list[str]:
-    """The selected cell ids (``matrix.cli.cell_ids_or_exit`` turns a bad matrix file into an exit code)."""
-    return [c.id for c in selected_cells(load_matrix(check_index=False))]
-
-
-def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: bool = False,
+def run_one(run: Run, cell_id: str, env_dir: Path, *, create_env: bool = False, force: bool = False,
             log: Callable[[str], Any] = print, device: str | None = None) -> dict:
     """Run one cell.
 
@@ -55,12 +54,12 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
     result -- but a cell that then cannot install is an ``index`` error
     naming the unreachable index.
     """
-    matrix = load_matrix(check_index=False)
+    matrix = run.matrix
     cell = matrix.cell(cell_id)
     if device:  # `--device cuda`: the same matrix on another device (part of the cell digest)
         cell = dataclasses.replace(cell, options=dataclasses.replace(cell.options, device=device))
-    out = out_dir()
-    acquire_run_lock(out)
+    out = run.out
+    acquire_run_lock(out, run.run_id)
     log(f"[{cell_id}] {cell.describe()} -> {out / 'cells' / cell_id}")
     index = IndexClient()
     problems = [p for b in cell.builds for p in inputs.index_problems(b, f"build {b.name!r}", index)]
@@ -78,7 +77,7 @@ def run_one(cell_id: str, env_dir: Path, *, create_env: bool = False, force: boo
 _RUN_LOCKS: dict[Path, Any] = {}
 
 
-def acquire_run_lock(out: Path) -> None:
+def acquire_run_lock(out: Path, me: str) -> None:
     """Hold ``OUT/.skewmatrix.lock`` for the life of this process.
 
     A second run on the same output directory is refused with the holder's
@@ -91,7 +90,6 @@ def acquire_run_lock(out: Path) -> None:
     if out in _RUN_LOCKS:
         return
     out.mkdir(parents=True, exist_ok=True)
-    me = run_id()
     fh = (out / ".skewmatrix.lock").open("a+", encoding="utf-8")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -114,14 +112,14 @@ class RunLockedError(SkewmatrixError):
     """Another process is running on the same output directory."""
 
 
-def missing_cell(cell: spec.Cell, matrix: Matrix) -> dict[str, Any]:
+def missing_cell(cell: spec.Cell, matrix: Matrix, out: Path) -> dict[str, Any]:
     """A placeholder for a declared cell that left no result: shown as an error, never dropped."""
-    run = CellRun.for_cell(cell, matrix, out_dir())
+    run = CellRun.for_cell(cell, matrix, out)
     run.fail("missing", "the cell left no result (it did not run, or it was interrupted)")
     return run.record
 
 
-def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[dict[str, Any]]:
+def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path], out: Path) -> list[dict[str, Any]]:
     """Cell results for ``cells`` from one or more result directories.
 
     With one directory, a declared cell without a result becomes a ``missing``
@@ -146,7 +144,7 @@ def collect(matrix: Matrix, cells: list[spec.Cell], dirs: list[Path]) -> list[di
         if absent:
             raise MergeError(f"{len(absent)} cell(s) of {matrix.path} have no result in any of the "
                              f"{len(dirs)} directories: {', '.join(absent)}")
-    results = [found.get(c.id) or missing_cell(c, matrix) for c in cells]
+    results = [found.get(c.id) or missing_cell(c, matrix, out) for c in cells]
     # Reused or merged results are judged against the matrix file as it is now.
     for cell, r in zip(cells, results, strict=True):
         r["expect"] = cell.expect_map
@@ -173,7 +171,7 @@ class MergeError(SkewmatrixError):
     """Shard results that cannot be merged."""
 
 
-def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Callable[[str], Any] = print,
+def report(run: Run, dirs: list[Path] | None = None, *, log: Callable[[str], Any] = print,
            fail_on: frozenset[str] | None = None) -> dict[str, Any]:
     """Collect the selected cells' results, classify, render every format.
 
@@ -182,11 +180,10 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     from reports.model import build_report
     from reports.render import RENDERERS, write_all
 
-    matrix = load_matrix(check_index=False)
-    out = out or out_dir()
-    acquire_run_lock(out)
-    cells = selected_cells(matrix) if not dirs else list(matrix.cells)
-    results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out])
+    matrix, out = run.matrix, run.out
+    acquire_run_lock(out, run.run_id)
+    cells = run.cells if not dirs else list(matrix.cells)
+    results = collect(matrix, cells, [d.resolve() for d in dirs] if dirs else [out], out)
     rel = os.path.relpath(matrix.path, REPO_ROOT) if matrix.path.is_absolute() else str(matrix.path)
     failing = frozenset(fail_on or matrix.fail_on)
     # Judged against the matrix file as it is now (a reused or merged result may carry older expectations),
@@ -194,7 +191,7 @@ def report(dirs: list[Path] | None = None, *, out: Path | None = None, log: Call
     current = {c.id: c.expect_map for c in matrix.cells}
     results = [{**r, "expect": current[r["cell_id"]]} if r.get("cell_id") in current else r for r in results]
     rep = build_report(results, matrix=rel, order=[c.id for c in cells], failing=failing,
-                       strict=settings.strict(matrix.strict))
+                       strict=run.judged_strict)
     attach_scan(rep, out)
     if dirs:
         # A merged output directory carries its cells, so it can be re-rendered or merged again.
@@ -226,38 +223,38 @@ def expect_from_matrix(rep: dict[str, Any], matrix: Matrix) -> None:
             entry["expect"] = current[entry["cell_id"]]
 
 
-def judge(rep: dict[str, Any], matrix: Matrix, *, exit_zero: bool = False, verbose: int = 0,
+def judge(rep: dict[str, Any], run: Run, *, exit_zero: bool = False, verbose: int = 0,
           log: Callable[[str], Any] = print) -> int:
     """Print what the gate makes of ``rep`` and return the run's exit code (0 or 1; 0 with ``exit_zero``)."""
-    from matrix.progress import paint
+    from matrix.cells.progress import paint
     from reports.gate import evaluate
 
-    expect_from_matrix(rep, matrix)
+    expect_from_matrix(rep, run.matrix)
     outcome = evaluate(rep)
     lines = [c.describe() for c in outcome.checks] if verbose else outcome.lines()
     for line in lines:
         log(f"  {line}")
-    code = outcome.exit_code
-    colour = "green" if code == 0 else "red"
+    code = errors.run_code(outcome)
+    colour = "green" if code == errors.EXIT_OK else "red"
     log(paint(outcome.summary(), colour))
     if exit_zero and code:
         log(f"exit 0 (--exit-zero; the gate alone would exit {code})")
-        return 0
-    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == 0 else
+        return errors.EXIT_OK
+    log(f"exit {code}" + (" (every cell passes or is in its expected state)" if code == errors.EXIT_OK else
                           " (an unexpected gate failure or an XPASS; see above)"))
     return code
 
 
-def finish_cell(record: dict[str, Any], cell: spec.Cell, matrix: Matrix, *, seconds: float, k: int, n: int,
+def finish_cell(record: dict[str, Any], cell: spec.Cell, run: Run, *, seconds: float, k: int, n: int,
                 log: Callable[[str], Any] = print) -> str:
     """Print the ``[k/N] cell … → verdict (seconds)`` line for a finished cell; return its kind
     (pass, xfail, fail, xpass: see ``reports.gate``)."""
-    from matrix.progress import cell_line
+    from matrix.cells.progress import cell_line
     from reports.gate import evaluate
     from reports.model import build_report
 
-    rep = build_report([{**record, "expect": cell.expect_map}], matrix=str(matrix.path),
-                       failing=frozenset(matrix.fail_on), strict=settings.strict(matrix.strict))
+    rep = build_report([{**record, "expect": cell.expect_map}], matrix=str(run.matrix.path),
+                       failing=frozenset(run.matrix.fail_on), strict=run.judged_strict)
     outcome = evaluate(rep)
     states = {c.check: c.state for c in outcome.checks}
     kind = outcome.cell_kind(cell.id)

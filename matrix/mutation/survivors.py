@@ -15,7 +15,7 @@ the release after an ``@`` (``"tests/backports/zoo-fix-none-only"``,
 ``"<folder>@2026.9.3"``). Either is built by the source a matrix cell would
 use (``matrix.sources``: ``PypiSource``, ``BackportSource`` rebuilding the
 wheel) and installed next to the target's unsloth with uv overrides
-(``matrix.envrun``), one env per zoo.
+(``matrix.envs.envrun``), one env per zoo.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun
+from matrix.envs import envrun
 from matrix.errors import MutationError, SkewmatrixError
-from matrix.settings import REPO_ROOT
 from matrix.sources import BackportSource, BuildSource, PypiSource
 from matrix.sources.backport_build import MANIFEST
-from matrix.tables import suggest
+from matrix.spec.settings import REPO_ROOT
+from matrix.spec.tables import suggest
 
 ZOO = "unsloth_zoo"
 INSTALL_TIMEOUT_S = 1800

@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix.tables import suggest
+from matrix.spec.tables import suggest
 from probes import checks
 
 

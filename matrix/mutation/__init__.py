@@ -5,14 +5,13 @@ mutation target (``mutation.py`` in its folder, see ``probes/checks``):
 build (or reuse) one cell env for the target's vulnerable pairing, run the
 check's probe-side runner in it (one ``import unsloth``, then load / install
 / test / uninstall per mutant), run what survived (and what the list calls
-``unreachable``) again on each survivor zoo in turn (``matrix.survivors``),
+``unreachable``) again on each survivor zoo in turn (``matrix.mutation.survivors``),
 then score what came back against the target's equivalence list (keyed by
 mutant id, one line of argument each) and write ``mutation.json`` and
 ``mutation.md`` under the output directory.
 
 Score = killed / (generated - equivalent), over the mutants that ran. Exit
-codes: 0 the score meets the bar, 1 it does not, 2 bad input or the harness
-or runner failed (no score).
+codes: ``matrix.errors`` (0 the score meets the bar, 1 it does not, 2 no score).
 """
 
 from __future__ import annotations
@@ -25,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrix import envrun, settings, survivors
-from matrix.arguments import parse
-from matrix.errors import MutationError
+from matrix.cli.arguments import command_parser, parse
+from matrix.envs import envrun
+from matrix.errors import MutationError, mutation_code
+from matrix.mutation import survivors
 from matrix.spec import REPO_ROOT
 from probes import checks
 from probes.checks import MutationTarget
@@ -164,23 +164,16 @@ def render_markdown(result: Score, meta: dict[str, Any]) -> str:
 
 def target_of(check: str | None) -> tuple[str, MutationTarget]:
     """The check (folder) whose mutation target runs: the named one, or the only one that declares one."""
-    declared = checks.with_capability("mutation")
-    valid = [checks.info(n).id for n in declared]
-    if check is None:
-        if len(declared) != 1:
-            raise MutationError(f"--check is required: checks with a mutation target: {valid or 'none'}")
-        name = declared[0]
-    else:
-        name = checks.folder_of(check) or check  # an id, or (as before) a folder name
-        if name not in declared:
-            why = checks.lacks(name, "mutation") if name in checks.REGISTRY else "no such check"
-            raise MutationError(f"--check {check!r}: {why}; valid: {valid}")
+    try:
+        name = checks.pick("mutation", check or "", sole=True)
+    except checks.PickError as exc:
+        raise MutationError(str(exc)) from None
     return name, checks.capability(name, "mutation")
 
 
 def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_module: str,
                sample: int | None, only: list[str] | None = None) -> dict[str, Any]:
-    """Run the probe-side runner as a cell runs its probes (``matrix.envrun``: PYTHONPATH exposing ``probes``
+    """Run the probe-side runner as a cell runs its probes (``matrix.envs.envrun``: PYTHONPATH exposing ``probes``
     only, offline), with unsloth's GPU path allowed on CPU; trust it only with exit 0."""
     work = out_dir / "work"
     shutil.rmtree(work, ignore_errors=True)
@@ -205,7 +198,7 @@ def run_runner(python: Path, module: str, out_dir: Path, guard: Path, guard_modu
 
 
 def _out(args: argparse.Namespace) -> Path:
-    return (args.out or settings.out_dir() / "mutation").resolve()
+    return (args.out or args.run_out / "mutation").resolve()
 
 
 def _env(path: Path | None, option: str) -> Path | None:
@@ -218,7 +211,7 @@ def _env(path: Path | None, option: str) -> Path | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nox -s mutation --", description=__doc__.splitlines()[0])
+    p = command_parser("mutation", prog="nox -s mutation --", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: mutation/ under $SKEWMATRIX_OUT, else reports/out/mutation)")
     p.add_argument("--env", type=Path, default=None,
@@ -332,12 +325,13 @@ def rescore(out: Path, equivalents: dict[str, Equivalent], bar: float) -> tuple[
     return result, last.get("meta", {})
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], out: Path) -> int:
     """See the module docstring for the exit codes; a failure raises ``MutationError`` (``matrix.cli.guarded``
     turns it into 2)."""
     args = parse(_parser(), argv)
     if isinstance(args, int):
         return args
+    args.run_out = out  # the run's output directory (``matrix.cells.runs``), under which --out defaults
     result, meta = run(args)
     pct = "n/a" if result.score is None else f"{result.score:.1%}"
     strict = "n/a" if result.strict_score is None else f"{result.strict_score:.1%}"
@@ -351,4 +345,4 @@ def main(argv: list[str]) -> int:
         print(f"  pass {i + 1}, zoo {p['zoo']}: {p['ran']} run, killed {killed}")
     out = _out(args)
     print(f"written: {out / 'mutation.json'}, {out / 'mutation.md'}")
-    return 0 if result.passed else 1
+    return mutation_code(result.passed)

@@ -2,13 +2,13 @@
 
 A matrix file is TOML: ``schema``, ``[options]``, ``[[build]]``, optional ``[pairs]``
 (default: the full product), ``[[stack]]`` (trainer stacks crossed with every pair:
-``matrix.stacks``), ``[[expect]]`` and ``[gate]`` (docs/matrix-files.md#writing-a-matrix-file).
+``matrix.spec.stacks``), ``[[expect]]`` and ``[gate]`` (docs/matrix-files.md#writing-a-matrix-file).
 Its axes are the packages of one check subject (``probes.checks.Subject``): unsloth x
 unsloth_zoo builds, or the builds of a subject such as a source tree, one axis per
 package; a build's ``package`` says which axis it is on, and a cell is one build per axis.
 Validation collects every problem before failing (``SpecError``), each message naming
 the file, table and key, quoting the bad value and suggesting a close match. Every
-accepted key is declared here, in ``matrix.stacks`` or in a source's ``KEYS``: an
+accepted key is declared here, in ``matrix.spec.stacks`` or in a source's ``KEYS``: an
 unknown key is an error.
 """
 
@@ -23,12 +23,12 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix import axes, expect, inputs, stacks, tables
 from matrix.errors import SpecError
 from matrix.index import IndexClient
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
-from matrix.stacks import STACK_PACKAGES, Stack
-from matrix.tables import check_keys, id_collisions, name_problem, suggest, type_problem
+from matrix.spec import axes, expect, inputs, stacks, tables
+from matrix.spec.stacks import STACK_PACKAGES, Stack
+from matrix.spec.tables import check_keys, id_collisions, name_problem, suggest, type_problem
 from probes.checks.vocabulary import FAILING_BY_DEFAULT, GUARD_STATES
 
 if sys.version_info >= (3, 11):
@@ -36,10 +36,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MATRIX = REPO_ROOT / "matrix" / "default.toml"
 MATRIX_ENV = "SKEWMATRIX_MATRIX"
-nox_safe = tables.nox_safe  # how nox names a cell's env directory (matrix.bench reads it here)
+nox_safe = tables.nox_safe  # how nox names a cell's env directory (matrix.cli.bench reads it here)
 SCHEMA = 1
 
 
@@ -107,7 +107,7 @@ class Build:
 class Cell:
     builds: tuple[Build, ...]  # one build per axis of the matrix's subject, in the subject's order
     options: CellOptions
-    # (check id, expected guard state) pairs from the file's [[expect]] tables (``matrix.expect``).
+    # (check id, expected guard state) pairs from the file's [[expect]] tables (``matrix.spec.expect``).
     expect: tuple[tuple[str, str], ...] = ()
     stack: Stack | None = None  # the [[stack]] this cell runs with; its values are already in ``options``
 

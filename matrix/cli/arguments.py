@@ -3,27 +3,29 @@
 Kept apart from the CLI so that each command's options read in one place:
 the run options of ``matrix``/``cell`` (nox hands a session's posargs to
 every session it runs), the report options, the gate's, pinned's and bench's,
-and ``--strict`` (latent cells fail too), which reaches every process of a
-run through ``SKEWMATRIX_STRICT``.
+and ``--strict`` (latent cells fail too), which the run value carries
+(``matrix.cells.runs``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
+from typing import Any
 
-from matrix.errors import EXIT_HARNESS
-from matrix.settings import STRICT_ENV
+from matrix.errors import EXIT_HARNESS, epilog
 
 FORMATS = ("terminal", "markdown", "json", "junit", "html")
-GATE_EXIT_HELP = """\
-exit codes:
-  0  every cell passes (or is in the state the matrix file expects)
-  1  exposure found: a cell is `broken`, or `missing` with reach exposed or unknown (latent too with
-     --strict); a failing state of [gate] fail_on
-  2  no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed"""
 
+
+
+
+def command_parser(command: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A parser for ``command`` with its exit codes (``matrix.errors``) under ``--help``; the commands that parse
+    their own arguments (scan, mutation, bench scan, the GPU commands) build theirs here."""
+    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    kwargs.setdefault("epilog", epilog(command))
+    return argparse.ArgumentParser(**kwargs)
 
 
 # ---------------------------------------------------------------- argument groups shared by several commands
@@ -56,14 +58,7 @@ def add_strict_argument(p: argparse.ArgumentParser) -> None:
                         "stack); also [gate] strict = true in the matrix file, or SKEWMATRIX_STRICT=1")
 
 
-def apply_strict(args: argparse.Namespace) -> None:
-    """``--strict`` reaches every process of the run (nox's session processes, the gate's matrix run)."""
-    if getattr(args, "strict", False):
-        os.environ[STRICT_ENV] = "1"
-
-
 def add_gate_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = GATE_EXIT_HELP
     p.add_argument("--unsloth", required=True, metavar="SOURCE",
                    help="candidate: a version, a checkout or wheel path, or git+URL@REF")
     p.add_argument("--below", type=int, default=3, help="zoo releases below the admitted floor (default 3)")
@@ -73,7 +68,6 @@ def add_gate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = GATE_EXIT_HELP
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--python", type=Path, help="an existing interpreter to probe in place")
     which.add_argument("-r", "--requirements", type=Path, help="a requirements or lock file to build exactly")
@@ -83,7 +77,6 @@ def add_pinned_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = "exit codes:\n  0  measured and written\n  2  a benchmark run failed, or bad input"
     p.add_argument("what", nargs="?", choices=("matrix",), default="matrix",
                    help="what to measure; `scan` instead runs the scan's benchmark (its own options follow)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-cache run")

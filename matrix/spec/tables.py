@@ -1,6 +1,6 @@
 """Checking the tables of a matrix file: types, unknown keys, names, cell ids, close-match suggestions.
 
-Shared by ``matrix.spec`` (options, builds, pairs, gate) and ``matrix.stacks``
+Shared by ``matrix.spec`` (options, builds, pairs, gate) and ``matrix.spec.stacks``
 (``[[stack]]``). Every message names where the problem is (the table), the key
 and the bad value, and suggests a close match where there is one.
 """

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from matrix import axes
 from matrix.errors import SkewmatrixError
+from matrix.spec import axes
 from reports.model import CELL_SCHEMA, verdicts
 
 REQUIRED = {"cell_id": str, "builds": dict, "steps": list}
