@@ -107,37 +107,10 @@ from probes.checks.capabilities import (
     UpstreamFix,
 )
 
-__all__ = [
-    "CAPABILITIES",
-    "REGISTRY",
-    "CheckInfo",
-    "DetailTable",
-    "GpuCase",
-    "GpuMeasure",
-    "GuardScan",
-    "MutationTarget",
-    "PhaseContext",
-    "ScanTarget",
-    "Step",
-    "StepDetails",
-    "StepRenderer",
-    "Subject",
-    "UpstreamFix",
-    "capability",
-    "folder_of",
-    "for_axes",
-    "ids",
-    "info",
-    "infos",
-    "lacks",
-    "package",
-    "phases_module",
-    "subject",
-    "subjects",
-    "upstream_fix",
-    "verdict_module",
-    "with_capability",
-]
+__all__ = ["CAPABILITIES", "REGISTRY", "CheckInfo", "DetailTable", "GpuCase", "GpuMeasure", "GuardScan",
+           "MutationTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer", "Subject",
+           "UpstreamFix", "capability", "folder_of", "for_axes", "ids", "info", "infos", "lacks", "package",
+           "phases_module", "subject", "subjects", "upstream_fix", "verdict_module", "with_capability"]
 
 # The registry: one line per check, in report order.
 REGISTRY: tuple[str, ...] = (

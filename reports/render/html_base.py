@@ -104,10 +104,18 @@ SCRIPT = """
     document.body.setAttribute("data-opened", id.slice(5));
     el.scrollIntoView();
   }
+  // For the layout tests: where the first screen's parts sit before any fragment scrolls the page (top and
+  // bottom in CSS pixels), and how wide the page is laid out (no horizontal scroll when <= the window).
+  var parts = ["verdict", "grid", "legend", "failing", "cells"];
+  for (var k = 0; k < parts.length; k++) {
+    var box = document.getElementById(parts[k]);
+    if (!box) { continue; }
+    var r = box.getBoundingClientRect();
+    document.body.setAttribute("data-box-" + parts[k], Math.round(r.top) + " " + Math.round(r.bottom));
+  }
+  document.body.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
-  // For the layout test: how wide the page is laid out (no horizontal scroll when <= the window).
-  document.body.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
 })();
 """
 

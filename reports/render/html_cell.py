@@ -211,8 +211,9 @@ def _training(e: dict[str, Any], cid: str) -> str:
     if not t.runs:
         return ""
     out = ["<h4>Training run, per step</h4>"]
-    if t.na:
-        return "".join(out) + f"<p>{esc(t.na)}</p>"
+    if t.na:  # the runs' outcomes still; their per-step rows need the check's renderer
+        return "".join(out) + "".join(f'<div class="run" data-run="{esc(run.get("name"))}"><p>{esc(run_title(run))}'
+                                      "</p></div>" for run, _ in t.runs) + f"<p>{esc(t.na)}</p>"
     r = result_of(step_of(e, cid, "train"))
     if r.get("trainer") or r.get("route"):
         out.append(f'<p>trainer <code>{esc(r.get("trainer") or "-")}</code> · route {esc(r.get("route") or "-")}'

@@ -337,8 +337,12 @@ def test_a_check_without_a_step_renderer_says_n_a_in_place_of_its_details(monkey
     loss = section(parse(HtmlRenderer().render(four_cell_report())).find("details", id="cell-u1__z1"), LOSS["id"])
     text = loss.all_text()
     assert f"step detailsn/a: check {LOSS['id']} is not registered here" in text
-    assert "guard probe" not in text and not [n for n in loss.find_all("div") if n.attrs.get("data-run")]
-    assert f"Training run, per stepn/a: check {LOSS['id']} is not registered here" in text
+    assert "guard probe" not in text
+    # the run's outcome still, without its per-step rows, which need the renderer
+    (run,) = [n for n in loss.find_all("div") if n.attrs.get("data-run")]
+    assert run.all_text() == "run ga1 (gradient accumulation 1): nan-logged from step 4" and not run.find_all("table")
+    assert (f"Training run, per steprun ga1 (gradient accumulation 1): nan-logged from step 4n/a: check {LOSS['id']} "
+            "is not registered here") in text
 
 
 def test_the_guard_probe_routes_come_from_the_checks_renderer(dom: Node) -> None:
