@@ -87,7 +87,8 @@ def check_table() -> list[dict[str, Any]]:
     out = []
     for name in checks.REGISTRY:
         fix = checks.upstream_fix(name)
-        out.append({**asdict(checks.info(name)), "upstream_fix": None if fix is None else asdict(fix)})
+        declared = None if fix is None else {**asdict(fix), "prs": list(fix.prs)}  # JSON's arrays are lists
+        out.append({**asdict(checks.info(name)), "upstream_fix": declared})
     return out
 
 

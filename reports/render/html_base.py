@@ -49,7 +49,7 @@ table{border-collapse:collapse}
 .g-missing{background:var(--fail);color:#fff}.g-broken{background:var(--broken);color:#fff}
 .g-error{background:var(--err);color:#fff}.g-warn{background:#fff8c5;color:#4d2d00}
 .failing li.warn{color:#6b4400}.g-unknown{background:#eaeef2;color:var(--fg)}
-.legend{font-size:12px;max-width:560px}.legend table td{padding:2px 6px;vertical-align:top;border:0}
+.legend{font-size:12px;max-width:640px}.legend table td{padding:2px 6px;vertical-align:top;border:0}
 .legend p{margin:4px 0}
 details.cell{border:1px solid var(--line);border-left:8px solid var(--line);border-radius:6px;margin:8px 0}
 details.cell.fail{border-left-color:var(--fail)}details.cell.g-error{border-left-color:var(--err)}
@@ -81,7 +81,7 @@ section.check.fail{border-left-color:var(--fail)}
 h4{font-size:13px;margin:10px 0 4px}
 .sq{display:inline-block;width:26px;height:26px;margin:3px;border-radius:4px;text-align:center;
 font:700 15px/26px system-ui,sans-serif;vertical-align:middle;border:1px solid rgba(0,0,0,.25)}
-.states{list-style:none;padding:0;margin:4px 0;columns:2}.states li{margin:2px 0}
+.states{list-style:none;padding:0;margin:4px 0;columns:2}.states li{margin:2px 0;break-inside:avoid}
 details.lcheck{margin:4px 0}details.lcheck>summary{cursor:pointer}
 ul.failing{list-style:none;padding-left:0}ul.failing li>details>summary{cursor:pointer;padding:2px 0}
 ul.failing li>details{border-left:4px solid var(--fail);padding-left:8px;margin:3px 0}

@@ -46,8 +46,10 @@ def test_nanochats_fix_prs_are_open_not_released() -> None:
 def test_the_report_lists_each_checks_fix() -> None:
     table = {c["id"]: c["upstream_fix"] for c in check_table()}
     assert table["fused-ce-masked-nan"]["release"] == "2026.10.6"
-    assert table["nanochat-sft-masked-nan"]["prs"] == ("karpathy/nanochat#619", "karpathy/nanochat#623",
-                                                       "karpathy/nanochat#662")
+    assert table["nanochat-sft-masked-nan"]["prs"] == ["karpathy/nanochat#619", "karpathy/nanochat#623",
+                                                       "karpathy/nanochat#662"]
+    assert table["cpu-ce-masked-nan"] == {"package": "unsloth_zoo", "release": None, "prs": [], "prs_state": "",
+                                          "title": ""}
 
 
 def test_a_check_without_a_declaration_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
