@@ -12,14 +12,20 @@ symptom (``exposed``), stay clean (``latent``), or is there no evidence
 ``admissible`` record: whether a plain ``pip install`` / ``uv pip install``
 of the two builds admits the pairing, or only an explicit pin or a lockfile
 gets it. *Fix* is the check's own
-``fix_hint``, plus the first zoo release that carries the fix when a scan
-found one. The *next step* is one sentence per guard state.
+``fix_hint`` and the release its folder declares (``upstream_fix``: the
+first release that carries the fix, or that none does yet and which pull
+requests stand open), with the scan's boundary where a scan in the output
+directory disagrees. A ``broken`` guard's fix is about the guard: which of
+its behaviour tests or its training run fail, and to fix or remove it. The
+*next step* is one sentence per guard state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from probes.checks.capabilities import UpstreamFix
 
 INSTALL = {
     True: "a plain `pip install` / `uv pip install` admits this pairing",
@@ -72,9 +78,11 @@ def fixed_since(report: dict[str, Any], check_id: str) -> str | None:
     """The first zoo release that carries the fix of ``check_id`` per the report's scan, if the scan says.
 
     Reads ``report["scan"]["timeline"]["fixed_since"]``: a version for the
-    scan's one check, or a mapping of check id to version.
+    scan's one check (``report["scan"]["check"]``), or a mapping of check id to version.
     """
     scan = report.get("scan")
+    if isinstance(scan, dict) and scan.get("check") not in (None, check_id):
+        return None  # the scan read for another check
     timeline = scan.get("timeline") if isinstance(scan, dict) else None
     value = timeline.get("fixed_since") if isinstance(timeline, dict) else None
     if isinstance(value, dict):
@@ -91,21 +99,71 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
+def release_sentence(check: dict[str, Any], scanned: str | None = None) -> str:
+    """The fix line's release clause from the check's declared fix, and what this run's scan says when it differs."""
+    d = check.get("upstream_fix")
+    if not isinstance(d, dict) or not d.get("package"):
+        declared = "No upstream fix is declared for this check."
+        return declared + (f" This run's scan finds unsloth_zoo>={scanned} carries the fix." if scanned else "")
+    fix = UpstreamFix(package=str(d["package"]), release=d.get("release") or None, prs=tuple(d.get("prs") or ()),
+                      prs_state=str(d.get("prs_state") or ""), title=str(d.get("title") or ""))
+    out = fix.sentence()
+    if scanned and fix.against_scan(scanned):
+        out += f" This run's scan disagrees: {fix.against_scan(scanned)}."
+    return out
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def guard_failures(entry: dict[str, Any], check_id: str) -> list[str]:
+    """What a guard fails in this cell: each failing behaviour test (``id (title)``), then the training run when it
+    logged or stored a NaN, crashed or errored."""
+    v = (entry.get("verdicts") or {}).get(check_id) or {}
+    failing = [str(x) for x in _list((v.get("behavior") or {}).get("failing"))]
+    section = (entry.get("checks") or {}).get(check_id) or {}
+    titles: dict[str, str] = {}
+    for step in _list(section.get("steps")):
+        if isinstance(step, dict) and step.get("name") == "behavior" and isinstance(step.get("result"), dict):
+            for key in ("tests", "extra"):
+                titles.update({str(t.get("id")): str(t.get("title") or "") for t in _list(step["result"].get(key))
+                               if isinstance(t, dict)})
+    out = [f"{t} ({titles[t]})" if titles.get(t) else t for t in failing]
+    t = v.get("training") if isinstance(v.get("training"), dict) else {}
+    if t.get("outcome") in ("nan-logged", "nan-weights", "crash", "error"):
+        out.append(f"the training run ({t.get('label') or t.get('outcome')})")
+    return out
+
+
+def _broken_fix(entry: dict[str, Any], check_id: str, pair: bool) -> str:
+    v = (entry.get("verdicts") or {}).get(check_id) or {}
+    failed = guard_failures(entry, check_id)
+    what = "; ".join(failed) if failed else str(v.get("guard_reason") or "see the cell's evidence")
+    if pair:
+        return f"The guard in this unsloth build fails its own suite: {what}. Fix the guard so these pass, or " \
+               "remove it from this build."
+    return f"This build's fix fails its own suite: {what}. Fix it so these pass, or remove it."
+
+
 def advice(entry: dict[str, Any], check: dict[str, Any], *, fixed: str | None = None) -> Advice:
     """Plain words for one check (``check``, from ``report["checks"]``) in one cell (``entry``).
 
-    ``fixed`` is the first zoo release carrying the fix (:func:`fixed_since`), when known.
+    ``fixed`` is the first zoo release carrying the fix per a scan in the output directory (:func:`fixed_since`),
+    when one lies there; the release the check declares is named either way.
     """
     adm = entry.get("admissible")
     value = adm.get("value") if isinstance(adm, dict) else None
     install = INSTALL.get(value if isinstance(value, bool) else None, INSTALL[None])
-    fix = _sentence(str(check.get("fix_hint") or "No fix is recorded for this check"))
-    if fixed:
-        fix += f" unsloth_zoo>={fixed} carries the fix."
     verdicts = entry.get("verdicts")
     v = verdicts.get(check.get("id")) if isinstance(verdicts, dict) else None
     guard = str(v.get("guard")) if isinstance(v, dict) else "error"
     pair = {"unsloth", "zoo"} <= set(entry.get("builds") or {})
+    release = release_sentence(check, fixed)
+    if guard == "broken":
+        fix = f"{_broken_fix(entry, str(check.get('id')), pair or not entry.get('builds'))} Upstream: {release}"
+    else:
+        fix = f"{_sentence(str(check.get('fix_hint') or 'No fix is recorded for this check'))} {release}"
     steps = NEXT_STEP if pair or not entry.get("builds") else NEXT_STEP_OTHER
     next_step = steps.get(guard, f"Rerun this cell: its state {guard!r} is not one this report knows.")
     if guard == "missing" and isinstance(v, dict) and v.get("reach") == "latent":

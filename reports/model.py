@@ -82,8 +82,14 @@ def axes_of(cell: dict[str, Any]) -> tuple[str, str]:
 
 
 def check_table() -> list[dict[str, Any]]:
-    """The registered checks, in registry order, as the report lists them."""
-    return [asdict(i) for i in checks.infos()]
+    """The registered checks, in registry order, as the report lists them, each with its declared upstream fix
+    (``upstream_fix``: release and pull requests, None when the check declares none)."""
+    out = []
+    for name in checks.REGISTRY:
+        fix = checks.upstream_fix(name)
+        declared = None if fix is None else {**asdict(fix), "prs": list(fix.prs)}  # JSON's arrays are lists
+        out.append({**asdict(checks.info(name)), "upstream_fix": declared})
+    return out
 
 
 def build_report(cells: list[dict[str, Any]], *, matrix: str, order: list[str] | None = None,

@@ -40,6 +40,10 @@ def summary(doc: dict[str, Any]) -> str:
              f"  fixed since: {t['fixed_since'] or 'none'} ({t.get('fixed_since_confirmed_by') or '-'}); "
              f"first fixed: {t['first_fixed'] or 'none'}; "
              f"regressions: {', '.join(r['version'] for r in t['regressions']) or 'none'}"]
+    fix = doc.get("declared_fix")
+    if fix:
+        parts.append(f"  declared fix: {fix['release'] or 'no release'}: "
+                     + ("agrees with the timeline" if fix["agrees"] else f"DISAGREES: {fix['disagreement']}"))
     confirmed = [z for z in doc["zoo"] if z.get("confirmed_by") == "runtime"]
     if confirmed:
         parts.append(f"  confirmed at runtime: {', '.join(z['version'] + ' ' + z['verdict'] for z in confirmed)}")

@@ -32,6 +32,7 @@ from matrix.scan.policy import admitted_floor, exposure, parse_spec, select, tim
 from matrix.scan.terms import AST_LOCK, SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
 from matrix.scan.zoo import Scanned, scanned
 from matrix.spec.settings import scan_cache_dir
+from probes import checks
 
 MAX_WORKERS = 8
 DEFAULT_CONFIRM_MAX = 4
@@ -159,6 +160,19 @@ def _finish_unsloth(u: dict[str, Any], zoo_all: list[dict[str, Any]], include_ya
             "extra_exposure": {e: exposure(f, guard) for e, f in extra_floors.items()}}
 
 
+def declared_fix(s: Scanned, tl: dict[str, Any]) -> dict[str, Any] | None:
+    """The check's declared upstream fix (``FIX``) against this scan's timeline boundary (``fixed_since``):
+    ``agrees`` false, with the difference in words, when the declared first fixed release is another."""
+    fix = checks.upstream_fix(s.name)
+    if fix is None:
+        return None
+    differs = fix.against_scan(tl.get("fixed_since")) if fix.package == s.target.package else (
+        f"the declared fix is in {fix.package}, not in {s.target.package}, which the scan reads")
+    return {"package": fix.package, "release": fix.release, "prs": list(fix.prs), "prs_state": fix.prs_state,
+            "title": fix.title, "scan_fixed_since": tl.get("fixed_since"), "agrees": not differs,
+            "disagreement": differs}
+
+
 def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = None,
         fetcher: Fetcher | None = None, log: Callable[[str], None] = print,
         runner: Callable[[str, Path], confirm_mod.RuntimeVerdict] | None = None) -> dict[str, Any]:
@@ -207,6 +221,7 @@ def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = 
         zoo_all = [merged.get(z["version"], z) for z in zoo_all]
     zoo = [z for z in zoo_all if z["version"] in keep]
     unsloth = [_finish_unsloth(u, zoo_all, opts.include_yanked) for u in rows[len(zoo_need):]]
+    tl = timeline(zoo, opts.include_yanked)
 
     return {
         "schema": SCHEMA,
@@ -217,7 +232,8 @@ def run(opts: ScanOptions, cache: Path | None = None, index: ScanIndex | None = 
         "options": {"zoo": opts.zoo, "unsloth": opts.unsloth, "include_yanked": opts.include_yanked,
                     "confirm": opts.confirm, "confirm_max": opts.confirm_max},
         "zoo": zoo,
-        "timeline": timeline(zoo, opts.include_yanked),
+        "timeline": tl,
+        "declared_fix": declared_fix(s, tl),
         "unsloth": unsloth,
         "warnings": list(index.warnings),
         "errors": errors,

@@ -15,7 +15,8 @@ A check folder ``probes/checks/<name>/`` provides:
     packages under test, one matrix axis each (unsloth x unsloth_zoo wheels,
     or a source tree such as a nanochat checkout); a matrix file's builds
     must be one subject's packages, and a cell runs the checks of that
-    subject only.
+    subject only. ``FIX`` (optional): an :class:`UpstreamFix` -- the known
+    fix upstream (release, pull requests) that every fix line names.
 ``phases.py`` (runs inside a cell env; may import torch and the packages
 under test, lazily)
     ``static() -> dict`` -- in the parent probe process, without importing
@@ -109,13 +110,13 @@ from probes.checks.capabilities import (
     StepDetails,
     StepRenderer,
     Subject,
+    UpstreamFix,
 )
 
 __all__ = ["CAPABILITIES", "REGISTRY", "CheckInfo", "DetailTable", "GpuCase", "GpuMeasure", "GuardScan",
            "MutationTarget", "PairTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer",
-           "Subject",
-           "capability", "folder_of", "for_axes", "ids", "info", "infos", "lacks", "package", "phases_module",
-           "subject", "subjects", "verdict_module", "with_capability"]
+           "Subject", "UpstreamFix", "capability", "folder_of", "for_axes", "ids", "info", "infos", "lacks",
+           "package", "phases_module", "subject", "subjects", "upstream_fix", "verdict_module", "with_capability"]
 
 # The registry: one line per check, in report order.
 REGISTRY: tuple[str, ...] = (
@@ -202,6 +203,12 @@ def for_axes(roles: Any) -> list[str]:
     """The registered folders whose subject has exactly the axes ``roles`` (the checks a cell runs)."""
     want = set(roles)
     return [n for n in REGISTRY if set(subject(n).roles) == want]
+
+
+def upstream_fix(name: str) -> UpstreamFix | None:
+    """The check's declared upstream fix (``FIX`` in its ``__init__.py``), or None when it declares none."""
+    value = getattr(importlib.import_module(package(name)), "FIX", None)
+    return value if isinstance(value, UpstreamFix) else None
 
 
 def verdict_module(name: str) -> ModuleType:

@@ -311,3 +311,43 @@ def evaluation_details(train: dict[str, Any], count: str) -> StepDetails:
                                                             "kernel calls (count -> loss)", "loss"),
                           tuple(rows), code=frozenset(), bad=frozenset(bad)),) if rows else ()
     return StepDetails(items=tuple(items), tables=tables)
+
+
+@dataclass(frozen=True)
+class UpstreamFix:
+    """The known fix of a check's hazard upstream, as data (``FIX`` in the check's ``__init__.py``).
+
+    ``package`` is the distribution the fix goes into (``unsloth_zoo``, ``nanochat``); ``release`` the first
+    release of it that carries the fix, or None while no release does. ``prs`` are the upstream pull requests
+    (``owner/repo#N``) that carry or propose it, empty where none is recorded; ``prs_state`` says where they
+    stand (``merged``, ``open``, ``closed``). ``title`` says in a few words what the fix does. For a check with
+    a scan target, the wide scan compares ``release`` with its timeline (:meth:`against_scan`).
+    """
+
+    package: str
+    release: str | None
+    prs: tuple[str, ...] = ()
+    prs_state: str = ""
+    title: str = ""
+
+    def sentence(self) -> str:
+        """The fix line's release clause, one sentence: the first release that carries it, or that none does."""
+        prs = ", ".join(self.prs)
+        where = f" ({prs}{', ' + self.prs_state if self.prs_state else ''})" if prs else ""
+        if self.release:
+            return f"{self.package}>={self.release} carries the fix{where}."
+        if prs:
+            verb = "are" if len(self.prs) > 1 else "is"
+            state = f"{self.prs_state}, not released" if self.prs_state else "not released"
+            return f"No {self.package} release carries a fix yet: {prs} {verb} {state}."
+        return f"No {self.package} release fixes it yet."
+
+    def against_scan(self, fixed_since: str | None) -> str:
+        """Empty when ``release`` is the scan's timeline boundary (``fixed_since``: the first fixed release after
+        the last vulnerable one, None when there is none); else one sentence saying how they differ."""
+        if self.release == fixed_since:
+            return ""
+        declared = self.release or "no release"
+        scanned = fixed_since or "no fixed release after the last vulnerable one"
+        return (f"the check declares {declared} as the first {self.package} release carrying the fix, but the "
+                f"scan's timeline says {scanned}")

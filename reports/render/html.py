@@ -1,16 +1,17 @@
-"""``report.html``: one self-contained page (inline CSS and JS, nothing fetched).
+"""``report.html``: one self-contained page (inline CSS and JS, nothing fetched), read top down.
 
-Top of the page: the gate verdict, each check's guard-state counts and the
-failing checks with their plain words (``reports.advice``), then the grid
-(rows: unsloth builds, columns: zoo builds) with one line per registered
-check in each cell, coloured by that check's guard state, and a legend per
-check. Below, one ``<details>`` per cell with its evidence, check by check:
-zoo state by each detector, the steps, the behaviour tests, the training run
-with its per-step table; then builds, admissibility (uv's full message),
-installed distributions with digests, timings and log tails. Failing cells
-are open from the start, so the page works without JavaScript; the small
-inline script only opens the cell named by the URL fragment (``#cell-<id>``
-from a grid link, or ``#open=<id>``).
+First screen: the gate verdict (what the exit code says), then the grid
+(rows: unsloth builds, columns: zoo builds) with one coloured square per
+registered check in each cell, coloured by that check's guard state, and
+the legend of the colours next to it. Then the failures, one short line
+each (cell, check, state, reach) that opens (``<details>``) into its plain
+words (``reports.advice``: reach, install, fix, next step) and a link to the
+cell's evidence. Then the guard-state counts per check, the scan against
+the cells when one lay in the output directory, and the evidence of every
+cell, each collapsed in its own ``<details>`` (``reports.render.html_cell``):
+the page stays small however many cells fail, and says every piece of
+evidence once. The small inline script opens the cell named by the URL
+fragment (``#cell-<id>`` from a grid square or a failure, or ``#open=<id>``).
 
 Every string from the report is escaped: cell results carry text from
 untrusted builds (log tails, reasons, uv messages). A Content-Security-Policy
@@ -43,6 +44,19 @@ from reports.render.view import (
 
 __all__ = ["SCRIPT", "HtmlRenderer"]
 
+# The legend's colours, in reading order: (class, words, passes the gate?) -- the guard states, then a warning.
+LEGEND = (("activates", "activates: a guard fixes it"), ("no-ops", "no-ops: a guard stays idle"),
+          ("not-needed", "not-needed: nothing to fix"), ("missing", "missing: nothing fixes it"),
+          ("broken", "broken: a guard fails its suite"), ("error", "error: no verdict"))
+
+
+WARN_CLASS = ' class="warn"'
+
+
+def _mark(v: dict[str, Any]) -> str:
+    """The glyph in a grid square, so the colour is never the only sign: ✗ fails the gate, ! warns, ✓ passes."""
+    return "✗" if v.get("gate_fail") else ("!" if v.get("gate_warn") else "✓")
+
 
 class HtmlRenderer(Renderer):
     filename: ClassVar[str | None] = "report.html"
@@ -63,81 +77,26 @@ class HtmlRenderer(Renderer):
             f"<title>{esc(title)}</title><style>{CSS}</style></head>",
             f'<body data-gate="{"pass" if passes else "fail"}">',
             self._header(report, cells),
-            '<div class="layout">',
+            '<div class="layout" id="overview">',
             self._grid(report, cells),
             self._legend(report),
             "</div>",
+            self._failures(report, cells),
+            self._summary(report),
             self._scan(report),
-            f'<h2 id="cells">Cells ({len(cells)})</h2>',
+            f'<h2 id="cells">Evidence per cell ({len(cells)}; click to open)</h2>',
             *(cell_details(report, e) for e in cells),
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
-        return "\n".join(parts) + "\n"
-
-    def _scan(self, report: dict[str, Any]) -> str:
-        """The static scan (when one sat in the output directory) against each cell's dynamic verdict."""
-        scan = report.get("scan")
-        if not isinstance(scan, dict) or not scan.get("comparisons"):
-            return ""
-        rows = []
-        for c in scan.get("comparisons") or []:
-            bad = c.get("status") == "inconsistent"
-            rows.append(f'<tr class="{"row-fail" if bad else ""}"><td><code>{esc(c.get("cell_id"))}</code></td>'
-                        f'<td>{esc(c.get("zoo_version"))}</td><td>{esc(c.get("scan"))}</td>'
-                        f'<td>{esc(c.get("dynamic"))}</td><td>{"<b>" if bad else ""}{esc(c.get("status"))}'
-                        f'{"</b>" if bad else ""}</td><td>{esc(c.get("reason"))}</td></tr>')
-        return (f'<section id="scan"><h2>Static scan vs cells</h2><p>First fixed zoo release per the scan: '
-                f'<b>{esc(scan.get("first_fixed") or "none found")}</b>.</p>'
-                + table(["cell", "zoo", "scan", "cell", "status", "reason"], rows) + "</section>")
+        return "\n".join(p for p in parts if p) + "\n"
 
     def _header(self, report: dict[str, Any], cells: list[dict[str, Any]]) -> str:
-        gate = report.get("gate") or {}
         passes, words = headline(report)
-        verdict = f'<div class="verdict {"v-pass" if passes else "v-fail"}" id="verdict">{esc(words)}</div>'
-        checks = report_checks(report)
-        per_check = []
-        for c in checks:
-            chips = " ".join(f'<span class="chip {guard_class(k)}">{esc(k)} {esc(v)}</span>'
-                             for k, v in state_counts(report, c["id"]))
-            per_check.append(f'<li data-check="{esc(c["id"])}"><code>{esc(c["id"])}</code>: {chips or "none"}</li>')
-        out = [
-            '<header class="top">', verdict,
-            f'<div><h1>skewmatrix report</h1><p class="meta">matrix <code>{esc(report.get("matrix"))}</code> · '
-            f'{len(cells)} cell(s) × {len(checks)} check(s) · generated {esc(report.get("generated"))}</p></div>',
-            "</header>",
-            f'<div class="summary" id="summary">Guard states per check:<ul class="counts">{"".join(per_check)}</ul>'
-            f'Failing states: {esc(", ".join(gate.get("failing_states") or []))}.</div>',
-        ]
-        items = []
-        for e in cells:
-            cid = str(e.get("cell_id"))
-            for c in checks:
-                v = verdict_of(e, c["id"])
-                word = status_word(report, e, c["id"])
-                if word == "XPASS":
-                    items.append(f'<li data-cell="{esc(cid)}" data-check="{esc(c["id"])}"><a href="{esc(anchor(cid))}">'
-                                 f'<code>{esc(cid)}</code></a> · <code>{esc(c["id"])}</code> <b class="bad">XPASS</b>: '
-                                 f'expected {esc((e.get("expect") or {}).get(c["id"]))}, got {esc(v.get("guard"))}: '
-                                 "the expectation is stale</li>")
-                if word == "WARN":
-                    items.append(f'<li data-cell="{esc(cid)}" data-check="{esc(c["id"])}" class="warn">'
-                                 f'<a href="{esc(anchor(cid))}"><code>{esc(cid)}</code></a> · <code>{esc(c["id"])}'
-                                 f'</code> <b>WARN</b> {esc(v.get("guard"))}, reach latent (passes the gate; strict '
-                                 f'mode fails it): {esc(v.get("reach_reason"))}</li>')
-                if not v.get("gate_fail"):
-                    continue
-                guard = state_of(v, "guard")
-                symptom = f'<div class="symptom">symptom: {esc(v["symptom"])}</div>' if v.get("symptom") else ""
-                items.append(f'<li data-cell="{esc(cid)}" data-check="{esc(c["id"])}"><a href="{esc(anchor(cid))}">'
-                             f'<code>{esc(cid)}</code></a> · <code>{esc(c["id"])}</code> '
-                             f'<span class="chip {guard_class(guard)}">{esc(guard)}</span>'
-                             + (f" reach <b>{esc(v.get('reach'))}</b>" if v.get("reach") else "")
-                             + (" <b>XFAIL (expected)</b>" if word == "XFAIL" else "")
-                             + f" {esc(v.get('guard_reason'))}{symptom}{advice_html(report, e, c)}</li>")
-        if items:
-            out.append(f'<ul class="failing" id="failing">{"".join(items)}</ul>')
-        return "\n".join(out)
+        return (f'<header class="top"><div class="verdict {"v-pass" if passes else "v-fail"}" id="verdict">'
+                f'{esc(words)}</div><div><h1>skewmatrix report</h1><p class="meta">matrix '
+                f'<code>{esc(report.get("matrix"))}</code> · {len(cells)} cell(s) × {len(report_checks(report))} '
+                f'check(s) · generated {esc(report.get("generated"))}</p></div></header>')
 
     def _grid(self, report: dict[str, Any], cells: list[dict[str, Any]]) -> str:
         grid = report.get("grid") or {}
@@ -156,20 +115,18 @@ class HtmlRenderer(Renderer):
                     tds.append('<td class="gcell empty" title="not in the matrix">—</td>')
                     continue
                 fail = cell_failed(report, e)
-                lines = []
+                squares = []
                 for c in checks:
                     v = verdict_of(e, c["id"])
                     guard = state_of(v, "guard")
-                    mark = "✗" if v.get("gate_fail") else "✓"
-                    lines.append(
-                        f'<span class="gl {"g-warn" if v.get("gate_warn") else guard_class(guard)}" '
+                    squares.append(
+                        f'<span class="sq {"g-warn" if v.get("gate_warn") else guard_class(guard)}" '
                         f'data-check="{esc(c["id"])}" data-guard="{esc(guard)}" '
-                        f'title="{esc(c["id"])}: {esc(guard)}: {esc(v.get("guard_reason"))}">'
-                        f'{mark} {esc(verdict_line(e, c["id"], labels[c["id"]]))}</span>')
-                tds.append(
-                    f'<td class="gcell {"fail" if fail else "pass"}" data-cell="{esc(e.get("cell_id"))}" '
-                    f'data-gate="{"fail" if fail else "pass"}">'
-                    f'<a href="{esc(anchor(str(e.get("cell_id"))))}">{"".join(lines) or "-"}</a></td>')
+                        f'title="{esc(verdict_line(e, c["id"], labels[c["id"]]))}">{_mark(v)}</span>')
+                cid = str(e.get("cell_id"))
+                tds.append(f'<td class="gcell {"fail" if fail else "pass"}" data-cell="{esc(cid)}" '
+                           f'data-gate="{"fail" if fail else "pass"}"><a href="{esc(anchor(cid))}" '
+                           f'aria-label="{esc(cid)}">{"".join(squares) or "-"}</a></td>')
             body.append(f'<tr><th scope="row">{esc(u)}<small>{esc(udesc.get(u))}</small></th>{"".join(tds)}</tr>')
         corner = esc(" ↓ · ".join(grid_axes(report)))
         return (f'<table class="grid" id="grid"><thead><tr><th class="corner">{corner} →</th>{head}</tr>'
@@ -177,18 +134,82 @@ class HtmlRenderer(Renderer):
 
     def _legend(self, report: dict[str, Any]) -> str:
         failing = set((report.get("gate") or {}).get("failing_states") or [])
-        labels = short_labels(report_checks(report))
-        out = ['<div class="legend" id="legend">']
-        for c in report_checks(report):
-            rows = []
-            for s, meaning in (c.get("guard_meaning") or {}).items():
-                gate = '<b class="bad">fails gate</b>' if s in failing else "passes"
-                rows.append(f'<tr data-state="{esc(s)}"><td><span class="chip {guard_class(s)}">{esc(s)}</span></td>'
-                            f"<td>{gate}</td><td>{esc(meaning)}</td></tr>")
+        checks = report_checks(report)
+        labels = short_labels(checks)
+        order = " ".join(f'<span class="sq g-unknown">{i}</span> <code>{esc(labels[c["id"]])}</code>'
+                         for i, c in enumerate(checks, 1))
+        rows = [f'<li data-state="{esc(s)}"><span class="sq {guard_class(s)}">{"✗" if s in failing else "✓"}'
+                f'</span> {esc(words)}{" · <b>fails the gate</b>" if s in failing else ""}</li>' for s, words in LEGEND]
+        rows.append('<li data-state="warn"><span class="sq g-warn">!</span> missing, reach latent: a warning '
+                    "(passes the gate; strict mode fails it)</li>")
+        meanings = []
+        for c in checks:
+            states = "".join(f'<tr data-state="{esc(s)}"><td><span class="chip {guard_class(s)}">{esc(s)}</span></td>'
+                             f'<td>{"fails gate" if s in failing else "passes"}</td><td>{esc(m)}</td></tr>'
+                             for s, m in (c.get("guard_meaning") or {}).items())
             zoo = "; ".join(f"<b>{esc(s)}</b>: {esc(m)}" for s, m in (c.get("zoo_meaning") or {}).items())
-            out.append(f'<div class="lcheck" data-check="{esc(c["id"])}"><h3><code>{esc(c["id"])}</code> '
-                       f'({esc(labels[c["id"]])}): {esc(c.get("title"))}</h3><p>{esc(c.get("hazard"))}. Kernel '
-                       f'<code>{esc(c.get("kernel"))}</code>.</p><table><tbody>{"".join(rows)}</tbody></table>'
-                       f"<p>Zoo state (static and runtime detectors must agree): {zoo}.</p></div>")
-        out.append("<p>Click a grid cell for its evidence; failing cells are expanded below.</p></div>")
-        return "".join(out)
+            meanings.append(f'<details class="lcheck" data-check="{esc(c["id"])}"><summary><code>{esc(c["id"])}'
+                            f'</code> ({esc(labels[c["id"]])}): {esc(c.get("title"))}</summary><p>'
+                            f'{esc(c.get("hazard"))}. Kernel <code>{esc(c.get("kernel"))}</code>.</p><table><tbody>'
+                            f"{states}</tbody></table><p>Zoo state (static and runtime detectors must agree): {zoo}."
+                            "</p></details>")
+        return (f'<div class="legend" id="legend"><p>One square per check in each cell, in this order: {order}. '
+                f'Hover a square for its verdict; click it for the cell\'s evidence.</p><ul class="states">'
+                f'{"".join(rows)}</ul>{"".join(meanings)}</div>')
+
+    def _failures(self, report: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+        """One short line per failing (cell, check), an XPASS or a warning, each opening into its plain words."""
+        labels = short_labels(report_checks(report))
+        items = []
+        for e in cells:
+            cid = str(e.get("cell_id"))
+            for c in report_checks(report):
+                v = verdict_of(e, c["id"])
+                word = status_word(report, e, c["id"])
+                if word == "PASS":
+                    continue
+                guard = state_of(v, "guard")
+                head = (f'<code>{esc(cid)}</code> · <code>{esc(labels[c["id"]])}</code> '
+                        f'<span class="chip {"g-warn" if word == "WARN" else guard_class(guard)}">{esc(guard)}</span>'
+                        + (f" reach <b>{esc(v.get('reach'))}</b>" if v.get("reach") else "")
+                        + {"XFAIL": " <b>XFAIL (expected)</b>", "XPASS": ' <b class="bad">XPASS</b>',
+                           "WARN": " <b>WARN</b> (passes the gate)"}.get(word, ""))
+                if word == "XPASS":
+                    body = (f"<p>expected {esc((e.get('expect') or {}).get(c['id']))}, got {esc(guard)}: the "
+                            "expectation is stale.</p>")
+                else:
+                    # The guard's reason and the detectors are the cell's evidence (one click on): said there once.
+                    symptom = f'<p class="symptom">symptom: {esc(v["symptom"])}</p>' if v.get("symptom") else ""
+                    body = f"{symptom}{advice_html(report, e, c)}"
+                items.append(f'<li data-cell="{esc(cid)}" data-check="{esc(c["id"])}" data-word="{word}"'
+                             f'{WARN_CLASS if word == "WARN" else ""}><details><summary>{head}</summary>{body}'
+                             f'<p><a href="{esc(anchor(cid))}">evidence of {esc(cid)}</a></p></details></li>')
+        if not items:
+            return ""
+        return f'<h2>Failures and warnings ({len(items)})</h2><ul class="failing" id="failing">{"".join(items)}</ul>'
+
+    def _summary(self, report: dict[str, Any]) -> str:
+        gate = report.get("gate") or {}
+        per_check = []
+        for c in report_checks(report):
+            chips = " ".join(f'<span class="chip {guard_class(k)}">{esc(k)} {esc(v)}</span>'
+                             for k, v in state_counts(report, c["id"]))
+            per_check.append(f'<li data-check="{esc(c["id"])}"><code>{esc(c["id"])}</code>: {chips or "none"}</li>')
+        return (f'<div class="summary" id="summary">Guard states per check:<ul class="counts">{"".join(per_check)}'
+                f'</ul>Failing states: {esc(", ".join(gate.get("failing_states") or []))}.</div>')
+
+    def _scan(self, report: dict[str, Any]) -> str:
+        """The static scan (when one sat in the output directory) against each cell's dynamic verdict."""
+        scan = report.get("scan")
+        if not isinstance(scan, dict) or not scan.get("comparisons"):
+            return ""
+        rows = []
+        for c in scan.get("comparisons") or []:
+            bad = c.get("status") == "inconsistent"
+            rows.append(f'<tr class="{"row-fail" if bad else ""}"><td><code>{esc(c.get("cell_id"))}</code></td>'
+                        f'<td>{esc(c.get("zoo_version"))}</td><td>{esc(c.get("scan"))}</td>'
+                        f'<td>{esc(c.get("dynamic"))}</td><td>{"<b>" if bad else ""}{esc(c.get("status"))}'
+                        f'{"</b>" if bad else ""}</td><td>{esc(c.get("reason"))}</td></tr>')
+        return (f'<section id="scan"><h2>Static scan vs cells</h2><p>First fixed zoo release per the scan: '
+                f'<b>{esc(scan.get("first_fixed") or "none found")}</b>.</p>'
+                + table(["cell", "zoo", "scan", "cell", "status", "reason"], rows) + "</section>")

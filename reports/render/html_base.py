@@ -49,7 +49,7 @@ table{border-collapse:collapse}
 .g-missing{background:var(--fail);color:#fff}.g-broken{background:var(--broken);color:#fff}
 .g-error{background:var(--err);color:#fff}.g-warn{background:#fff8c5;color:#4d2d00}
 .failing li.warn{color:#6b4400}.g-unknown{background:#eaeef2;color:var(--fg)}
-.legend{font-size:12px;max-width:560px}.legend table td{padding:2px 6px;vertical-align:top;border:0}
+.legend{font-size:12px;max-width:640px}.legend table td{padding:2px 6px;vertical-align:top;border:0}
 .legend p{margin:4px 0}
 details.cell{border:1px solid var(--line);border-left:8px solid var(--line);border-radius:6px;margin:8px 0}
 details.cell.fail{border-left-color:var(--fail)}details.cell.g-error{border-left-color:var(--err)}
@@ -64,6 +64,7 @@ details.cell:target,details.cell.focus{outline:3px solid #0969da}
 .kv dt{color:var(--mute)}.kv dd{margin:0}
 .t{font-size:13px;margin:4px 0}.t th,.t td{border:1px solid var(--line);padding:3px 8px;text-align:left;
 vertical-align:top}.t th{background:var(--soft)}
+.t.num td{text-align:right}.t.mono td{font-family:ui-monospace,monospace;font-size:12px}
 .t td.num,.t td.mono,.legend td:nth-child(-n+2){white-space:nowrap}.t td.num{text-align:right}
 .o-pass{color:var(--pass);font-weight:600}.o-fail{color:var(--fail);font-weight:700}.o-na{color:var(--mute)}
 tr.row-fail td{background:#ffebe9}
@@ -71,15 +72,21 @@ tr.row-fail td{background:#ffebe9}
 pre{background:var(--soft);border:1px solid var(--line);padding:8px;overflow:auto;max-height:320px;
 white-space:pre-wrap;word-break:break-word}
 details.sub{margin:6px 0}details.sub>summary{cursor:pointer;color:#0969da}
-.gl{display:block;padding:3px 8px;margin:2px 0;border-radius:4px;font-size:13px;overflow-wrap:anywhere}
-.gcell a{display:block;padding:4px 6px;min-width:170px;color:inherit;text-decoration:none}
-.grid{max-width:100%}.layout>.grid{flex:1 1 900px}
+.gcell a{display:block;padding:4px 8px;color:inherit;text-decoration:none;white-space:nowrap}
+.grid{max-width:100%}
 td.gcell.fail{box-shadow:inset 0 0 0 3px #82071e}
 .counts{margin:2px 0;padding-left:20px}.advice{margin:4px 0 2px}.symptom{color:var(--fail)}
 section.check{border-left:4px solid var(--pass);padding:2px 0 6px 12px;margin:10px 0}
 section.check.fail{border-left-color:var(--fail)}
 h4{font-size:13px;margin:10px 0 4px}
-.lcheck h3{margin:4px 0}
+.sq{display:inline-block;width:26px;height:26px;margin:3px;border-radius:4px;text-align:center;
+font:700 15px/26px system-ui,sans-serif;vertical-align:middle;border:1px solid rgba(0,0,0,.25)}
+.states{list-style:none;padding:0;margin:4px 0;columns:2}.states li{margin:2px 0;break-inside:avoid}
+details.lcheck{margin:4px 0}details.lcheck>summary{cursor:pointer}
+ul.failing{list-style:none;padding-left:0}ul.failing li>details>summary{cursor:pointer;padding:2px 0}
+ul.failing li>details{border-left:4px solid var(--fail);padding-left:8px;margin:3px 0}
+ul.failing li.warn>details{border-left-color:#d4a72c}
+.passed{margin:4px 0;color:var(--mute)}.timings{color:var(--mute)}
 """
 
 # Opens the cell named by the fragment: "#cell-<id>" (the grid's links) or "#open=<id>".
@@ -97,10 +104,18 @@ SCRIPT = """
     document.body.setAttribute("data-opened", id.slice(5));
     el.scrollIntoView();
   }
+  // For the layout tests: where the first screen's parts sit before any fragment scrolls the page (top and
+  // bottom in CSS pixels), and how wide the page is laid out (no horizontal scroll when <= the window).
+  var parts = ["verdict", "grid", "legend", "failing", "cells"];
+  for (var k = 0; k < parts.length; k++) {
+    var box = document.getElementById(parts[k]);
+    if (!box) { continue; }
+    var r = box.getBoundingClientRect();
+    document.body.setAttribute("data-box-" + parts[k], Math.round(r.top) + " " + Math.round(r.bottom));
+  }
+  document.body.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
-  // For the layout test: how wide the page is laid out (no horizontal scroll when <= the window).
-  document.body.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
 })();
 """
 

@@ -2,7 +2,8 @@
 
 Order: any inconsistency first and loud (the static and runtime detectors
 disagree on a release), then the timeline with ``fixed_since`` (the release
-to recommend) and how each boundary was established, then one row per zoo
+to recommend) and how each boundary was established, the check's declared
+upstream fix against it (loud at the top too when they differ), then one row per zoo
 release and one per unsloth release.
 """
 
@@ -42,6 +43,19 @@ def _timeline(t: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _declared(fix: dict[str, Any] | None) -> list[str]:
+    """The check's declared upstream fix against the timeline: one line, or a loud one when they differ."""
+    if not fix:
+        return ["- Declared fix: none (the check's folder declares no `FIX`)."]
+    release = f"{fix['package']} {fix['release']}" if fix.get("release") else f"no {fix['package']} release"
+    prs = f" ({', '.join(fix['prs'])}{', ' + fix['prs_state'] if fix.get('prs_state') else ''})" \
+        if fix.get("prs") else ""
+    if fix.get("agrees"):
+        return [f"- Declared fix: {release}{prs}; agrees with this timeline."]
+    return [f"- **Declared fix DISAGREES with the scan: {_esc(fix.get('disagreement'))}.** Correct `FIX` in the "
+            "check's folder, or the detector."]
+
+
 def _unsloth(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["", "## unsloth releases", "",
              "| unsloth | admitted zoo (plain install) | floor | floor verdict | exposure | guard | evidence |",
@@ -79,7 +93,10 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(f"> **warning:** {_esc(w)}")
     if doc["warnings"] or doc["errors"]:
         lines.append("")
-    lines += ["## unsloth_zoo timeline", "", *_timeline(doc["timeline"])]
+    fix = doc.get("declared_fix")
+    if fix and not fix.get("agrees"):
+        lines += [f"> **DECLARED FIX DISAGREES: {_esc(fix.get('disagreement'))}.**", ""]
+    lines += ["## unsloth_zoo timeline", "", *_timeline(doc["timeline"]), *_declared(fix)]
     lines += ["", "| zoo | verdict | confirmed by | file | reason |", "|---|---|---|---|---|"]
     for z in doc["zoo"]:
         mark = " (yanked)" if z["yanked"] else ""

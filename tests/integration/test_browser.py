@@ -5,8 +5,12 @@ report schema ``skewmatrix.report/2``; no env builds). Chromium is
 Debian's ``chromium`` (``.ci/run`` installs it when missing); it runs with no
 network, a throwaway profile, and loads the file over ``file://``. The
 drill-down is driven by the page's own fragment handler (``#open=<cell id>``),
-and ``--dump-dom`` prints the DOM after the page's scripts ran. Screenshots at
-a laptop's 1366x768 land in ``reports/out/`` (git-ignored) for a human to look at.
+and ``--dump-dom`` prints the DOM after the page's scripts ran (the script also
+records where the verdict, the grid, the legend and the failure list were laid
+out). Screenshots at a laptop's 1366x768 land in ``reports/out/`` (git-ignored)
+for a human to look at. An 18-cell report of real-sized evidence (the mutants
+matrix's size, ``tests/reports/cells_large.py``) must open with the verdict and
+the whole grid on the first screen and weigh under 200 KB.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import pytest
 from reports.render import write_all
 from tests.reports.cells import CPU, LOSS
 from tests.reports.cells_behavior import four_cell_report
+from tests.reports.cells_large import mutants_size_report
 from tests.reports.test_html import Node, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +82,7 @@ def test_grid_and_drill_down_in_the_dom(chromium: str, report_html: Path, tmp_pa
     dom = dump_dom(chromium, tmp_path, report_html.as_uri())
     grid = dom.find("table", id="grid")
     tds = {td.attrs["data-cell"]: td for td in grid.find_all("td") if "data-cell" in td.attrs}
-    states = {cid: [(n.attrs["data-check"], n.attrs["data-guard"]) for n in td.find_all("span") if "gl" in n.classes()]
+    states = {cid: [(n.attrs["data-check"], n.attrs["data-guard"]) for n in td.find_all("span") if "sq" in n.classes()]
               for cid, td in tds.items()}
     assert states == {
         "u1__z1": [(LOSS["id"], "missing"), (CPU["id"], "not-needed")],
@@ -87,10 +92,11 @@ def test_grid_and_drill_down_in_the_dom(chromium: str, report_html: Path, tmp_pa
     }
     assert {cid: td.attrs["data-gate"] for cid, td in tds.items()} == {
         "u1__z1": "fail", "u1__z2": "pass", "u2__z1": "fail", "u3__z2": "pass"}
-    assert "train nan-logged from step 4" in tds["u1__z1"].all_text()
-    assert "open" in dom.find("details", id="cell-u1__z1").attrs
+    assert "train nan-logged from step 4" in next(n.attrs["title"] for n in tds["u1__z1"].find_all("span")
+                                                  if n.attrs.get("data-check") == LOSS["id"])
     assert "open" not in dom.find("details", id="cell-u1__z2").attrs
-    # the plain words of the failing check are on top
+    # every cell's evidence starts collapsed; the plain words of the failing check are in the failure list
+    assert "open" not in dom.find("details", id="cell-u1__z1").attrs
     assert "only an explicit pin or a lockfile reaches this pairing" in dom.find("ul", id="failing").all_text()
 
     # the fragment opens a passing cell: the page's script ran in the browser
@@ -111,8 +117,8 @@ def test_grid_and_drill_down_in_the_dom(chromium: str, report_html: Path, tmp_pa
     ("report-screenshot.png", "", (1366, 768)),
     # the whole page with a passing cell drilled into. Headless Chromium's --screenshot paints a blank
     # page once the document has scrolled (as opening a fragment does), so the window is made taller
-    # than the page (about 7,450 px with two checks per cell, measured) instead; the size check below
-    # catches a page that outgrows it.
+    # than the page instead (the page shrank from about 7,450 px to well under this since the evidence
+    # is said once); the size check below catches a page that outgrows it.
     ("report-drilldown.png", "#open=u1__z2", (1366, 9000)),
 ])
 def test_screenshots(chromium: str, report_html: Path, tmp_path: Path, name: str, fragment: str,
@@ -157,3 +163,40 @@ def test_default_matrix_grid_needs_no_horizontal_scroll_at_1400px(chromium: str,
     proc = run_chromium(chromium, tmp_path, "--window-size=1400,900", "--dump-dom", (out / "report.html").as_uri())
     body = parse(proc.stdout).find("body")
     assert int(body.attrs["data-scroll-width"]) <= 1400, body.attrs["data-scroll-width"]
+
+
+@pytest.fixture(scope="module")
+def large_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("browser-large")
+    write_all(mutants_size_report(), out)
+    return out / "report.html"
+
+
+def box(body: Node, part: str) -> tuple[int, int]:
+    top, bottom = body.attrs[f"data-box-{part}"].split()
+    return int(top), int(bottom)
+
+
+def test_eighteen_cells_open_with_the_verdict_and_the_grid_under_200_kb(chromium: str, large_html: Path,
+                                                                       tmp_path: Path) -> None:
+    assert large_html.stat().st_size < 200_000, large_html.stat().st_size
+    proc = run_chromium(chromium, tmp_path, "--window-size=1366,768", "--dump-dom", large_html.as_uri())
+    dom = parse(proc.stdout)
+    body = dom.find("body")
+    verdict, grid, legend, failing, cells = (box(body, p) for p in ("verdict", "grid", "legend", "failing", "cells"))
+    # laid out top down: the verdict, then the grid (the legend beside it), then the failures, then the evidence
+    assert verdict[1] <= grid[0] and grid[1] <= failing[0] <= cells[0], (verdict, grid, failing, cells)
+    # the verdict and the whole grid are on the first screen of a laptop, and so is the legend's top
+    assert verdict[0] >= 0 and grid[1] <= 768 and legend[0] < 768, (verdict, grid, legend)
+    # the same order in the document: nothing of the failures or the evidence comes before the grid
+    ids = [n.attrs.get("id") for n in dom.iter() if n.attrs.get("id") in ("verdict", "grid", "failing", "cells")]
+    assert ids == ["verdict", "grid", "failing", "cells"]
+    grid_squares = [n for n in dom.find("table", id="grid").find_all("span") if "sq" in n.classes()]
+    assert len(grid_squares) == 36 and {n.attrs["data-guard"] for n in grid_squares} == {
+        "broken", "no-ops", "not-needed", "missing"}
+    assert not [n for n in dom.find_all("details") if "open" in n.attrs]  # the evidence waits, collapsed
+    shot = SHOTS / "report-18-cells.png"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot.unlink(missing_ok=True)
+    run_chromium(chromium, tmp_path, "--window-size=1366,768", f"--screenshot={shot}", large_html.as_uri())
+    assert png_size(shot) == (1366, 768) and shot.stat().st_size > 50_000

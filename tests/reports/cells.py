@@ -38,6 +38,12 @@ LOSS = check_info("toy-loss-masked-nan", "Toy fused loss", "a fully masked batch
                   "toy_zoo.loss.ToyFusedLoss.forward", "Upgrade toy_zoo to a release that guards the zero divisor")
 CPU = check_info("cpu-ops-empty-batch", "Toy CPU loss", "an empty CPU batch makes the loss NaN",
                  "toy_zoo.cpu.ops.toy_loss", "Pass num_items_in_batch explicitly until toy_zoo guards it.")
+# Their declared upstream fixes, as ``reports.model.check_table`` lists a check's ``FIX``: released for the toy
+# loss, an open pull request for the CPU loss.
+LOSS["upstream_fix"] = {"package": "toy_zoo", "release": "2026.10.6", "prs": [], "prs_state": "",
+                        "title": "the zero divisor is guarded"}
+CPU["upstream_fix"] = {"package": "toy_zoo", "release": None, "prs": ["toy/toy-zoo#7"], "prs_state": "open",
+                       "title": "an empty batch gives loss 0"}
 CHECKS = [LOSS, CPU]
 
 

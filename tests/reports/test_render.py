@@ -62,13 +62,14 @@ def test_terminal_grid_one_line_per_check_and_plain_words(report: dict) -> None:
         "    symptom: logged loss NaN from step 4 to the end",
         "    reach: exposed: reach exposed",
         f"    install: {UNREACHABLE}",
-        "    fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
+        "    fix: Upgrade toy_zoo to a release that guards the zero divisor. toy_zoo>=2026.10.6 carries the fix.",
         f"    next step: {NEXT_STEP['missing']}",
         "FAIL u1__z2 · cpu-ops-empty-batch: missing: no guard targets this kernel",
         "    symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
         "    reach: unknown: reach unknown",
         f"    install: {REACHABLE}",
-        "    fix: Pass num_items_in_batch explicitly until toy_zoo guards it.",
+        "    fix: Pass num_items_in_batch explicitly until toy_zoo guards it. No toy_zoo release carries a fix yet: "
+        "toy/toy-zoo#7 is open, not released.",
         f"    next step: {NEXT_STEP['missing']}",
         "GATE FAIL: 2 of 2 cells fail",
     ]
@@ -139,13 +140,14 @@ def test_markdown_grid_counts_and_failing_checks(report: dict) -> None:
         "  - symptom: logged loss NaN from step 4 to the end",
         "  - reach: exposed: reach exposed",
         f"  - install: {UNREACHABLE}",
-        "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
+        "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. toy_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
         "- **FAIL** `u1__z2` · `cpu-ops-empty-batch`: **missing** (reach unknown): no guard targets this kernel",
         "  - symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
         "  - reach: unknown: reach unknown",
         f"  - install: {REACHABLE}",
-        "  - fix: Pass num_items_in_batch explicitly until toy_zoo guards it.",
+        "  - fix: Pass num_items_in_batch explicitly until toy_zoo guards it. No toy_zoo release carries a fix yet: "
+        "toy/toy-zoo#7 is open, not released.",
         f"  - next step: {NEXT_STEP['missing']}",
         "",
     ]

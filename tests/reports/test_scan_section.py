@@ -9,7 +9,7 @@ from __future__ import annotations
 from reports.render import RENDERERS
 from reports.render.terminal import TerminalRenderer
 from reports.schema import validate_report
-from tests.reports.cells import make_report, reachable_cell, unreachable_cell
+from tests.reports.cells import LOSS, make_report, reachable_cell, unreachable_cell
 
 
 def comparison(cell_id: str, version: str, scan: str, dynamic: str) -> dict:
@@ -22,7 +22,7 @@ def comparison(cell_id: str, version: str, scan: str, dynamic: str) -> dict:
 
 def scanned_report(new_verdict: str) -> dict:
     return make_report([unreachable_cell(), reachable_cell()], scan={
-        "generated": "2026-12-02T00:00:00+00:00", "first_fixed": "2026.10.6",
+        "generated": "2026-12-02T00:00:00+00:00", "first_fixed": "2026.10.6", "check": LOSS["id"],
         "timeline": {"fixed_since": "2026.10.6"},
         "comparisons": [comparison("u1__z1", "2026.9.3", "vulnerable", "vulnerable"),
                         comparison("u1__z2", "2026.10.9", new_verdict, "fixed")]})
@@ -35,8 +35,11 @@ def test_agreeing_scan_is_consistent() -> None:
     assert "First fixed zoo release per the scan: 2026.10.6." in md
     assert "| `u1__z2` | 2026.10.9 | fixed | fixed | consistent |" in md.splitlines()
     assert "INCONSISTENT" not in TerminalRenderer(colour=False).render(rep)
-    # the scan's release that carries the fix reaches the plain words of every failing check
-    assert "unsloth_zoo>=2026.10.6 carries the fix." in md
+    # the declared release is named, and the scan (of the toy loss only) agrees with it: nothing more is said;
+    # the other check's line says its own declared state, with no word from a scan of another check
+    assert "Upgrade toy_zoo to a release that guards the zero divisor. toy_zoo>=2026.10.6 carries the fix." in md
+    assert "scan disagrees" not in md
+    assert "No toy_zoo release carries a fix yet: toy/toy-zoo#7 is open, not released." in md
 
 
 def test_disagreeing_scan_is_inconsistent_and_loud() -> None:

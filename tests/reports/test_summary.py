@@ -33,7 +33,7 @@ def test_failing_cells_expanded_with_plain_words_passing_collapsed() -> None:
         "  - symptom: logged loss NaN from step 4 to the end",
         "  - reach: exposed: reach exposed",
         "  - install: only an explicit pin or a lockfile reaches this pairing: a plain install refuses it",
-        "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. unsloth_zoo>=2026.10.6 carries the fix.",
+        "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. toy_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
         "",
     ]

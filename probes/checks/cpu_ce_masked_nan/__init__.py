@@ -12,7 +12,7 @@ Stdlib only here.
 from __future__ import annotations
 
 from probes.checks import CheckInfo
-from probes.checks.capabilities import UNSLOTH_WITH_ZOO
+from probes.checks.capabilities import UNSLOTH_WITH_ZOO, UpstreamFix
 
 SUBJECT = UNSLOTH_WITH_ZOO  # unsloth x unsloth_zoo wheels from PyPI, git, a path or a backport
 
@@ -40,3 +40,7 @@ INFO = CheckInfo(
     fix_hint=("pass num_items_in_batch (TRL does on its usual route) or use a zoo whose CPU kernel answers an "
               "all-masked batch with 0.0; no guard for this kernel exists yet"),
 )
+
+# No zoo release fixes this kernel yet: the wide scan finds it in zoo 2026.10.9 only, vulnerable (``nox -s scan
+# -- --check`` with this check's id checks this line against its timeline).
+FIX = UpstreamFix(package="unsloth_zoo", release=None)

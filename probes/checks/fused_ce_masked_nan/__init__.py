@@ -15,7 +15,7 @@ and ``gpu_measure.py`` (the GPU device check). Stdlib only here.
 from __future__ import annotations
 
 from probes.checks import CheckInfo
-from probes.checks.capabilities import UNSLOTH_WITH_ZOO
+from probes.checks.capabilities import UNSLOTH_WITH_ZOO, UpstreamFix
 
 # The guard protocol module a guard build ships (our backport's ``unsloth/fused_ce_guard.py``), written once:
 # the behaviour suite, the probes, the mutation runner, the scan and the GPU measurement all read it here.
@@ -47,3 +47,9 @@ INFO = CheckInfo(
     fix_hint=("upgrade unsloth_zoo to a release that carries the fix, or use an unsloth build whose guard "
               "activates (the `unsloth-guard` backport)"),
 )
+
+# The fix upstream: zoo 2026.10.6 is the first release whose forward counts an all-masked microbatch as 1
+# (``_nonzero_count``), read by the wide scan in every release (``nox -s scan``, which checks this line against
+# its timeline). No pull request is recorded here: the release is what users can install.
+FIX = UpstreamFix(package="unsloth_zoo", release="2026.10.6",
+                  title="the divisor of an all-masked microbatch is 1, so its loss is 0, not 0 / 0")

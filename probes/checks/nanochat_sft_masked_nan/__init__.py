@@ -20,7 +20,7 @@ and run on the tiny model), ``suite.py`` (behaviour tests), ``corpus.py`` /
 from __future__ import annotations
 
 from probes.checks import CheckInfo
-from probes.checks.capabilities import Subject
+from probes.checks.capabilities import Subject, UpstreamFix
 
 # What this check is about, as data (the matrix builds its axes from it): the package under test is a
 # source tree (a git ref, a path or a backport of one), not a PyPI release. Its env is the tree's own
@@ -57,3 +57,9 @@ INFO = CheckInfo(
     fix_hint=("make the all-masked micro-batch contribute a zero loss that still has a grad_fn (or skip it and "
               "still step the optimizer safely), keep reduction='sum'/'none' unchanged, and log a finite loss"),
 )
+
+# No nanochat release carries a fix: the three fix PRs for issue #590 are open (the bundle in
+# ../shared/fixtures holds their heads, and the integration test runs each).
+FIX = UpstreamFix(package="nanochat", release=None,
+                  prs=("karpathy/nanochat#619", "karpathy/nanochat#623", "karpathy/nanochat#662"), prs_state="open",
+                  title="a fully masked micro-batch contributes a zero loss (or is skipped) instead of 0 / 0")
