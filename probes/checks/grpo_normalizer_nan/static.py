@@ -34,6 +34,8 @@ COUNT = "num_items_in_batch"
 FLOORS = frozenset({"clamp", "clamp_min", "clip", "max", "maximum", "fmax"})
 # Calls that hand their first argument's value on unchanged in size (a cast, a move, a tensor of it).
 PASS_THROUGH = frozenset({"float", "int", "to", "as_tensor", "tensor", "detach", "item", "type", "double"})
+# A tensor's shape, never its values: a loss sum's ``.size(0)`` does not carry the count into a divisor.
+SHAPE = frozenset({"size", "numel", "dim", "shape", "ndim", "dtype", "device"})
 TYPE_TESTS = frozenset({"is_tensor", "isinstance"})
 ORDER = {"floored": 0, "unknown": 1, "bare": 2}  # the worse status wins when paths meet
 
@@ -94,7 +96,7 @@ class _Reader:
         if isinstance(node, ast.IfExp):
             return _worst([s for s in (self.status(node.body, seen), self.status(node.orelse, seen)) if s])
         if isinstance(node, ast.Attribute):
-            return self.status(node.value, seen)
+            return None if node.attr in SHAPE else self.status(node.value, seen)
         return "unknown" if self._mentions(node, seen) else None
 
     def _name_status(self, name: str, seen: frozenset[str]) -> str | None:
@@ -110,7 +112,7 @@ class _Reader:
             # Re-assigned: floored when every re-assignment floors it (the raw read precedes them).
             return "floored" if got and all(s == "floored" for s in got) and reads else _worst(got) or "unknown"
         if name in self.opaque:
-            return "unknown" if any(self._mentions(v, seen) for v in values) or not values else None
+            return "unknown" if any(self._mentions(v, seen | {name}) for v in values) or not values else None
         return _worst([s for v in values if (s := self.status(v, seen | {name}))])
 
     def _reaches(self, line: int) -> bool:
@@ -126,6 +128,8 @@ class _Reader:
 
     def _call_status(self, node: ast.Call, seen: frozenset[str]) -> str | None:
         name = _name(node)
+        if name in SHAPE and isinstance(node.func, ast.Attribute):
+            return None
         inner = [s for a in [*node.args, *(k.value for k in node.keywords)] if (s := self.status(a, seen))]
         receiver = self.status(node.func.value, seen) if isinstance(node.func, ast.Attribute) else None
         if not inner and not receiver:
