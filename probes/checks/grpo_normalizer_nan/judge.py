@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Every loss type zoo's function has had; one a release does not know raises, and is recorded "not taken".
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "sapo", "luspo")
+
 
 def finite(out: dict[str, Any]) -> bool:
     return "error" not in out and bool(out.get("loss_finite")) and bool(out.get("grads_finite"))

@@ -19,10 +19,11 @@ from typing import Any
 
 import torch
 
+from .judge import LOSS_TYPES
+
 MODULE = "unsloth_zoo.rl_replacements"
 FUNCTION = "grpo_compute_loss"
-# Every loss type zoo's function has had; one a release does not know raises, and is recorded "not taken".
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "sapo", "luspo")
+__all__ = ["FUNCTION", "LOSS_TYPES", "MODULE"]
 B, T = 2, 5  # two completions of five tokens
 
 

@@ -100,8 +100,8 @@ class _Reader:
         return "unknown" if self._mentions(node, seen) else None
 
     def _name_status(self, name: str, seen: frozenset[str]) -> str | None:
-        if name in seen:  # normalizer = normalizer * k: the earlier value's status, counted elsewhere
-            return None
+        if name in seen:  # normalizer = normalizer * k: the earlier value's status, counted elsewhere;
+            return "bare" if name == COUNT else None  # count = max(count, 1): the earlier value is the raw read
         values = [v for v in self.assigns.get(name, []) if self._reaches(v.lineno)]
         if name == COUNT:
             reads = [v for v in values if self._is_read(v)]

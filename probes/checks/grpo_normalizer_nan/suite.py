@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .judge import finite
+from .judge import LOSS_TYPES, finite
 
 TITLES = {
     "s1-zero-all-masked": "every completion masked, count tensor(0.) and 0, every loss type: 0 / 0 becomes 0.0, "
@@ -49,8 +49,6 @@ class Case:
 
 
 def cases() -> list[Case]:
-    from .kernel import LOSS_TYPES
-
     out = [Case("s1-zero-all-masked", lt, (False, False), c) for lt in LOSS_TYPES for c in ("tensor(0.)", "0")]
     out += [Case("s2-positive-counts", lt, rows, c, p) for lt in LOSS_TYPES
             for rows, c, p in (((True, True), "tensor(3.)", 1), ((True, False), "3", 1),
