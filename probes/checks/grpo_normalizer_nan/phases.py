@@ -39,6 +39,7 @@ def runtime_step(ctx: PhaseContext) -> dict[str, Any]:
     if "unsloth" in sys.modules:  # pragma: no cover - a wiring bug, not a finding
         raise RuntimeError("the runtime detector must run in a process that never imported unsloth")
     result = runtime.run(ctx.device)
+    ctx.shared["verdict"] = result.get("verdict")
     if result.get("verdict") in ("vulnerable", "fixed", "absent") and "probe" in result:
         fn = kernel.function()
         ctx.shared["fingerprint"] = _fingerprint(fn)
@@ -106,6 +107,10 @@ def behavior_step(ctx: PhaseContext) -> dict[str, Any]:
 def train_step(ctx: PhaseContext) -> dict[str, Any]:
     from . import train
 
+    zoo = ctx.shared.get("verdict")
+    if zoo in ("fixed", "absent"):  # reach is judged for the failing states only: spare the cell the run
+        return {"ok": True, "outcome": "n/a", "reason": f"n/a: the runtime detector calls this zoo {zoo}, and reach "
+                "is only judged where zoo is vulnerable", "runs": [], "kernel_calls": 0, "masked_inputs": []}
     return train.run(ctx.device, ctx.torch_compile)
 
 
