@@ -29,9 +29,9 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_nanochat_matrix.py",  # 1490: six nanochat cells, two chat_sft.py runs each
     "tests/integration/test_differential_guards.py",  # 700: sixteen guard cells
     "tests/integration/test_mutants.py",  # 640
-    "tests/integration/test_grpo_matrix.py",  # 600: seven grpo-normalizer-nan cells (estimate; see the report)
     "tests/integration/test_gate_pinned.py",  # 530
     "tests/integration/test_default_matrix.py",  # 385
+    "tests/integration/test_grpo_matrix.py",  # 355: seven grpo-normalizer-nan cells, one GRPO run
     "tests/faults/test_real_faults.py",  # 210
     "tests/integration/test_exit_codes.py",  # 115
     "tests/integration/test_train_real.py",  # 70
