@@ -31,6 +31,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_mutants.py",  # 640
     "tests/integration/test_gate_pinned.py",  # 530
     "tests/integration/test_default_matrix.py",  # 385
+    "tests/integration/test_grpo_matrix.py",  # 355: seven grpo-normalizer-nan cells, one GRPO run
     "tests/faults/test_real_faults.py",  # 210
     "tests/integration/test_exit_codes.py",  # 115
     "tests/integration/test_eval_route.py",  # 100: two cells, one zoo backport at the floor and middle stacks

@@ -48,7 +48,7 @@ def test_bad_shard_exits_2(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the gate: expected states (strict xfail)
 
 
-FUSED, CPU, PAIR = "fused-ce-masked-nan", "cpu-ce-masked-nan", "pair-compat"
+FUSED, CPU, GRPO, PAIR = "fused-ce-masked-nan", "cpu-ce-masked-nan", "grpo-normalizer-nan", "pair-compat"
 FAILING = ["broken", "error", "missing"]
 
 
@@ -161,8 +161,8 @@ def test_expect_file_wide_per_pair_and_per_check(tmp_path: Path) -> None:
     m = load('[[expect]]\nstate = "not-needed"\n'                        # file-wide, every check
              f'[[expect]]\nunsloth = "u1"\nzoo = "z1"\ncheck = "{FUSED}"\nstate = "missing"\n', tmp_path)
     got = {c.id: c.expect_map for c in m.cells}
-    assert got == {"u1__z1": {FUSED: "missing", CPU: "not-needed", PAIR: "not-needed"},
-                   "u1__z2": {FUSED: "not-needed", CPU: "not-needed", PAIR: "not-needed"}}
+    assert got == {"u1__z1": {FUSED: "missing", CPU: "not-needed", GRPO: "not-needed", PAIR: "not-needed"},
+                   "u1__z2": {FUSED: "not-needed", CPU: "not-needed", GRPO: "not-needed", PAIR: "not-needed"}}
 
 
 def test_no_expect_means_no_expectations(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_bad_expect_tables_are_all_reported_with_suggestions(tmp_path: Path) -> 
     assert "[[expect]] #1: unsloth = 'u2' is not a unsloth build in this file (did you mean 'u1'?); " \
            "unsloth builds: u1" in problems
     assert f"[[expect]] #2: check = 'fused-ce-masked-nam' is not a registered check (did you mean '{FUSED}'?); " \
-           f"checks: {FUSED}, {CPU}, {PAIR}" in problems
+           f"checks: {FUSED}, {CPU}, {GRPO}, {PAIR}" in problems
     assert any(p.startswith("[[expect]] #2: state = 'mising' is not a guard state (did you mean 'missing'?)")
                for p in problems)
     assert any(p.startswith("[[expect]] #3: missing required key 'state'") for p in problems)

@@ -123,6 +123,7 @@ REGISTRY: tuple[str, ...] = (
     "fused_ce_masked_nan",
     "cpu_ce_masked_nan",
     "nanochat_sft_masked_nan",
+    "grpo_normalizer_nan",
     "pair_compat",
 )
 

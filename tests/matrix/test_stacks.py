@@ -200,12 +200,14 @@ def test_gate_strict(tmp_path: Path) -> None:
 
 def test_shipped_stacks_matrix() -> None:
     m = spec.load(spec.REPO_ROOT / "matrix" / "stacks.toml", check_index=False)
-    assert [c.id for c in m.cells] == [f"u2026.10.9__{z}__{s}" for z in ("z2026.10.9", "z2026.9.3")
-                                      for s in ("floor", "middle", "newest")]
+    assert [c.id for c in m.cells] == [f"u2026.10.9__{z}__{s}" for z in ("z2026.10.9", "z2026.9.3", "z2026.9.7")
+                                      for s in ("floor", "middle", "newest", "count-after-mask")]
     by = {s.name: s.as_dict for s in m.stacks}
     assert by["floor"] == {"transformers": "4.52.4", "trl": "0.18.2"}
     assert by["newest"] == {"transformers": "5.17.0", "trl": "1.15.0"}
     assert set(m.cell("u2026.10.9__z2026.9.3__newest").expect_map.values()) == {"error"}
+    assert by["count-after-mask"] == {"trl": "1.9.0"}  # the first TRL that counts after the truncation mask
+    assert set(m.cell("u2026.10.9__z2026.9.7__count-after-mask").expect_map.values()) == {"error"}
 
 
 @pytest.mark.parametrize("strict", [True, False])

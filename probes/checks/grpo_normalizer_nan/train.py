@@ -1,0 +1,175 @@
+"""A real GRPO run on CPU: does the trainer of this stack send zoo's loss a count of 0, and does the run show it?
+
+Runs in the raw process (never imports unsloth; zoo imports with
+``UNSLOTH_IS_PRESENT=1 UNSLOTH_ALLOW_CPU=1``). A random-init one-layer Llama
+and a character-level tokenizer made in code (``train_model.py``), TRL's
+``GRPOTrainer`` with a reward function of our own, ``loss_type='dapo'``,
+``mask_truncated_completions=True`` (what unsloth turns on for dapo),
+``beta=0`` (TRL's default), and ``max_completion_length=2`` with the end and
+pad tokens suppressed in generation, so that every completion is truncated
+and the trainer masks them all. The loss is zoo's own ``grpo_compute_loss``
+(the trainer's ``_compute_loss`` is replaced by a call to it with the
+trainer's log-probabilities, mask, advantages and ``num_items_in_batch``),
+because unsloth's own GRPO trainer needs an accelerator: zoo 2026.9.x has no
+CPU backend. Per step: the tokens left in the mask, the count the trainer
+sent, zoo's loss, the logged loss and the non-finite parameters.
+
+``latent`` evidence: the trainer sent a positive count at every batch with no
+token left (TRL < 1.9 counts before the truncation mask); ``exposed``: the
+logged loss or the weights went non-finite (TRL >= 1.9 sends 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from probes.training import (
+    NotApplicable,
+    count_repr,
+    crash_record,
+    json_number,
+    nonfinite_params,
+    run_outcome,
+    train_logged,
+    version,
+)
+
+from .train_model import COMPLETION, PROMPTS, make_model
+
+ROUTE = ("TRL GRPOTrainer (dapo, mask_truncated_completions, every completion truncated) -> "
+         "unsloth_zoo.rl_replacements.grpo_compute_loss as the loss")
+STEPS = 3
+
+
+def _reward(completions: list[Any], **_: Any) -> list[float]:
+    """Our own reward: how many 'a' a completion has (varies, so the advantages are not all zero)."""
+    return [float(str(c).count("a")) + 0.1 * i for i, c in enumerate(completions)]
+
+
+def _config(config_cls: type, output_dir: str, eos: int, pad: int) -> Any:
+    fields = {f.name for f in dataclasses.fields(config_cls)}
+    for need in ("mask_truncated_completions", "loss_type"):
+        if need not in fields:
+            raise NotApplicable(f"{config_cls.__name__} has no {need} (TRL too old for the dapo route)")
+    wanted: dict[str, Any] = dict(
+        output_dir=output_dir, per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=1,
+        max_steps=STEPS, learning_rate=1e-3, logging_steps=1, logging_nan_inf_filter=False, report_to=[],
+        save_strategy="no", seed=0, data_seed=0, dataloader_num_workers=0, disable_tqdm=True, use_cpu=True,
+        max_completion_length=COMPLETION, max_prompt_length=16, mask_truncated_completions=True, loss_type="dapo",
+        beta=0.0, temperature=1.0, generation_kwargs={"suppress_tokens": [eos, pad]}, bf16=False, fp16=False,
+        log_completions=False,
+    )
+    return config_cls(**{k: v for k, v in wanted.items() if k in fields})
+
+
+def _logps(trainer: Any, model: Any, inputs: dict[str, Any]) -> Any:
+    import torch
+
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    keep = inputs["completion_ids"].size(1)
+    if hasattr(trainer, "_get_per_token_logps_and_entropies"):
+        out = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, keep)
+        return out[0] if isinstance(out, tuple) else out
+    return trainer._get_per_token_logps(model, input_ids, attention_mask, keep)
+
+
+def train_once(zoo_loss: Any) -> dict[str, Any]:
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    calls: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+
+    class ZooLoss(GRPOTrainer):  # type: ignore[misc, valid-type]
+        def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+            mask = inputs["completion_mask"]
+            if "tool_mask" in inputs and inputs["tool_mask"] is not None:
+                mask = mask * inputs["tool_mask"]
+            new = _logps(self, model, inputs)
+            count = inputs.get("num_items_in_batch")
+            out = zoo_loss(inputs.get("ref_per_token_logps"), new, inputs.get("old_per_token_logps"), None,
+                           inputs["completion_ids"], mask, self.beta, inputs["advantages"], loss_type=self.loss_type,
+                           num_items_in_batch=count, num_processes=self.accelerator.num_processes,
+                           current_gradient_accumulation_steps=getattr(
+                               self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps),
+                           epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
+                           max_completion_length=self.args.max_completion_length)
+            calls.append({"labels_left": int(mask.sum()), "n_items": count_repr(count),
+                          "raw_loss": json_number(out[0])})
+            return out[0]
+
+    class StepRecorder(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+            mine = list(calls)
+            calls.clear()
+            ns = [c["n_items"] for c in mine]
+            steps.append({"step": int(state.global_step), "labels_left": sum(c["labels_left"] for c in mine),
+                          "num_items_in_batch": None if not ns else ns[0] if len(set(ns)) == 1 else ns,
+                          "micro_batches": [{"labels_left": c["labels_left"], "n_items": c["n_items"]} for c in mine],
+                          "raw_loss": [c["raw_loss"] for c in mine],
+                          "nonfinite_params": nonfinite_params(model) if model is not None else None})
+
+    model, tokenizer = make_model()
+    output_dir = tempfile.mkdtemp(prefix="skewmatrix-grpo-train-")
+    try:
+        config = _config(GRPOConfig, output_dir, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        trainer = ZooLoss(model=model, reward_funcs=_reward, args=config, processing_class=tokenizer,
+                          train_dataset=Dataset.from_dict({"prompt": list(PROMPTS) * STEPS}),
+                          callbacks=[StepRecorder()])
+        for quiet in (PrinterCallback, ProgressCallback):
+            trainer.remove_callback(quiet)
+        crashed = train_logged(trainer, steps)
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    run = {"name": "dapo-all-truncated", "trainer": "trl.GRPOTrainer (zoo's grpo_compute_loss as _compute_loss)",
+           "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0], "steps": steps}
+    run.update(run_outcome(steps, "num_items_in_batch", "zoo's loss") if crashed is None
+               else crash_record(crashed, steps))
+    return run
+
+
+def run(device: str, torch_compile: bool) -> dict[str, Any]:
+    """One GRPO run; JSON-serialisable, NaN as strings."""
+    import torch
+
+    start = time.perf_counter()
+    result: dict[str, Any] = {"ok": True, "route": ROUTE, "device": device, "torch_compile": torch_compile,
+                              "versions": {n: version(n) for n in ("unsloth_zoo", "torch", "transformers", "trl")}}
+    empty = {"first_nan_step": None, "nan_until_end": False, "runs": [], "n_items_seen": [], "kernel_calls": 0,
+             "masked_inputs": []}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        from . import kernel
+
+        try:
+            zoo_loss = kernel.function()
+        except (ModuleNotFoundError, AttributeError) as exc:
+            raise NotApplicable(f"no {kernel.MODULE}.{kernel.FUNCTION} ({exc})") from exc
+        try:
+            import trl  # noqa: F401
+        except Exception as exc:
+            raise NotApplicable(f"trl not usable ({type(exc).__name__}: {exc})") from exc
+        r = train_once(zoo_loss)
+    except NotApplicable as exc:
+        result.update(outcome="n/a", reason=f"n/a: {exc}", **empty)
+    except Exception as exc:
+        result.update(ok=False, outcome="error", reason=f"training probe failed: {type(exc).__name__}: {exc}",
+                      error=traceback.format_exc(limit=40), **empty)
+    else:
+        micro = [m for s in r["steps"] for m in s["micro_batches"]]
+        result.update(outcome=r["outcome"], first_nan_step=r["first_nan_step"], nan_until_end=r["nan_until_end"],
+                      runs=[r], reason=f"{r['name']}: {r['symptom']}",
+                      n_items_seen=sorted({m["n_items"] for m in micro}), kernel_calls=len(micro),
+                      masked_inputs=sorted({m["n_items"] for m in micro if m["labels_left"] == 0}))
+    finally:
+        torch.set_num_threads(threads)
+    result["seconds"] = round(time.perf_counter() - start, 3)
+    return result

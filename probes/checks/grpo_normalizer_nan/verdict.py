@@ -1,0 +1,104 @@
+"""From this check's evidence in a cell to its states. Stdlib only (``reports/`` imports it).
+
+Zoo state: the static reading and the runtime detector must agree. Guard
+state, after ``import unsloth``: a guard is *present* when unsloth's
+hand-off changes the count on its way to zoo (anything but the count as
+read) or zoo's function is no longer its own. Present and the suite passes
+(zoo's own function the oracle, the guarded route the same but in 0 / 0)
+and the all-masked call is finite: ``activates`` on a vulnerable zoo,
+``no-ops`` on a fixed one; present and anything fails: ``broken``. Absent:
+``missing`` on a vulnerable zoo, ``not-needed`` elsewhere. Reach comes from
+the GRPO training run: which count did the trainer of this stack send when
+every completion was truncated?
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.checks.vocabulary import (
+    GuardState,
+    Reach,
+    Training,
+    Verdict,
+    ZooState,
+    behavior_counts,
+    precondition,
+    reach,
+    replaced_on_fixed_zoo,
+    step_result,
+    training,
+    zoo_state,
+)
+
+FAULT = ("a GRPO batch whose completions are all masked with a count of 0 (TRL >= 1.9 counts after "
+         "mask_truncated_completions, so every completion truncated sends 0)")
+SENT = "num_items_in_batch={}"
+
+
+def _reach(state: GuardState, train: Training | None) -> tuple[Reach | None, str]:
+    r, text = reach(state, train, FAULT, SENT)
+    if r is Reach.LATENT and state is GuardState.MISSING and train is not None:
+        sent = " or ".join(train.masked_inputs)
+        text = (f"the trainer on this cell's stack ({train.stack}) counts the completion tokens before "
+                f"mask_truncated_completions (TRL < 1.9 does): with every completion truncated it sent "
+                f"num_items_in_batch={sent} and the logged loss stayed finite; a TRL >= 1.9 counts after the mask, "
+                "sends 0, and the loss is 0 / 0")
+    return r, text
+
+
+def _finite(route: dict[str, Any]) -> bool:
+    return "error" not in route and bool(route.get("loss_finite")) and bool(route.get("grads_finite"))
+
+
+def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
+    zoo, zoo_reason, static, runtime = zoo_state(check)
+    counts, _ = behavior_counts(check)
+    train = training(check)
+    train_text = f"the training run {train.label()}: {train.reason}" if train is not None and train.failed else ""
+
+    def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
+        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom, *_reach(state, train))
+
+    blocked = precondition(check, zoo, zoo_reason)
+    if blocked is not None:
+        return out(*blocked)
+    g = step_result(check, "guard") or {}
+    if zoo is ZooState.ABSENT:
+        return out(GuardState.NOT_NEEDED, "zoo's GRPO loss never divides by the count")
+    if g.get("original") is None:
+        return out(GuardState.ERROR, "cannot tell whether zoo's function was replaced (no raw fingerprint)")
+    h = g.get("handoff") or {}
+    replaced = not g["original"]
+    changed = bool(h.get("found")) and not h.get("plain")
+    what = ", ".join(x for x in (
+        "unsloth's hand-off changes the count (" + "; ".join(h.get("statements") or h.get("passes") or []) + ")"
+        if changed else "", "zoo's grpo_compute_loss was replaced" if replaced else "") if x)
+    route = next(iter((g.get("routes") or {}).values()), {})
+    fails = ", ".join(counts.failing)
+    if zoo is ZooState.VULNERABLE:
+        if not (changed or replaced):
+            symptom = train_text or (f"every completion masked with count tensor(0.): loss {route.get('loss')} "
+                                     "through unsloth's hand-off into zoo's dapo loss")
+            where = "" if h.get("found") else f" ({h.get('reason')})"
+            return out(GuardState.MISSING, f"unsloth hands zoo the count as it came{where}; " + symptom, symptom)
+        problems = ([f"the all-masked dapo call is not finite (loss {route.get('loss')})"] if not _finite(route)
+                    else []) + ([f"suite failing: {fails}"] if counts.failed else []) + (
+                    [train_text] if train_text else [])
+        if problems:
+            return out(GuardState.BROKEN, f"{what}, but " + "; ".join(problems), train_text)
+        return out(GuardState.ACTIVATES, f"{what}; the all-masked loss is {route.get('loss')}; suite {counts.label()}")
+    if replaced:
+        return out(*replaced_on_fixed_zoo("zoo's grpo_compute_loss", f"behaviour tests failing: {fails}" if fails
+                                          else ""), train_text)
+    if changed:
+        if counts.failed or train_text:
+            return out(GuardState.BROKEN, f"{what} on a fixed zoo, and " + "; ".join(
+                x for x in (f"suite failing: {fails}" if fails else "", train_text) if x), train_text)
+        return out(GuardState.NO_OPS, f"{what}; zoo floors the count itself and the guarded route matches it "
+                                      f"(suite {counts.label()})")
+    if train_text:
+        return out(GuardState.ERROR, f"the zoo is fixed by both detectors but {train_text}", train_text)
+    if counts.failed:
+        return out(GuardState.ERROR, f"no guard, zoo fixed, yet the suite fails: {fails}")
+    return out(GuardState.NOT_NEEDED, "zoo floors the count: an all-masked GRPO batch gives a finite loss")

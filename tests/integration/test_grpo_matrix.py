@@ -1,0 +1,110 @@
+"""grpo-normalizer-nan on real PyPI builds: one matrix run, seven cells, shared by every test here.
+
+unsloth 2026.10.9 as released, with our reference guard (``matrix/backports/grpo-count-floor``) and with
+three wrong guards a contributor might write (``tests/backports/grpo-*``), against zoo 2026.9.7 (the last
+release whose ``grpo_compute_loss`` divides by the bare count) and 2026.9.8 (the first that floors it). zoo
+2026.9.7 is below unsloth 2026.10.9's pin: installed with overrides, as every refused pair is. What the code
+says (read before the run): both detectors call 9.7 vulnerable and 9.8 fixed; unsloth hands zoo the count as
+read, so the plain cell on 9.7 is ``missing``; its reach is latent, because the only TRL that installs with
+zoo 2026.9.7 is < 1.0 (zoo needs datasets < 4.4, TRL >= 1.0 needs datasets >= 4.7) and TRL < 1.9 counts the
+completion tokens before ``mask_truncated_completions``, so the GRPO run sends a positive count; the
+reference guard ``activates`` on 9.7 and ``no-ops`` on 9.8 (present, and zoo's own floor makes it change
+nothing); the plain cell on 9.8 is ``not-needed``; each wrong guard is ``broken`` by the suite test its
+defect breaks. Only the plain 9.7 cell trains (the reach); the others turn training off.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
+
+pytestmark = pytest.mark.integration
+GRPO = "grpo-normalizer-nan"
+WRONG = {"grpo-floor-dapo-only": "s1-zero-all-masked", "grpo-clamp-completion-length": "s2-positive-counts",
+         "grpo-nan-to-zero": "s4-nan-stays"}
+
+
+def _matrix() -> str:
+    builds = [f'[[build]]\nname = "u"\npackage = "unsloth"\nsource = "pypi"\nversion = "{UNSLOTH}"\n',
+              '[[build]]\nname = "u-floor"\npackage = "unsloth"\nsource = "backport"\nbase = "u"\n'
+              'backport = "grpo-count-floor"\n']
+    builds += [f'[[build]]\nname = "u-{w}"\npackage = "unsloth"\nsource = "backport"\nbase = "u"\nbackport = "{w}"\n'
+               for w in WRONG]
+    builds += [f'[[build]]\nname = "z{v}"\npackage = "unsloth_zoo"\nsource = "pypi"\nversion = "{v}"\n'
+               for v in ("2026.9.7", "2026.9.8")]
+    off = "options = { train = false }"
+    pairs = ['{ unsloth = "u", zoo = "z2026.9.7" }', f'{{ unsloth = "u-floor", zoo = "z2026.9.7", {off} }}',
+             f'{{ unsloth = "u", zoo = "z2026.9.8", {off} }}', f'{{ unsloth = "u-floor", zoo = "z2026.9.8", {off} }}']
+    pairs += [f'{{ unsloth = "u-{w}", zoo = "z2026.9.7", {off} }}' for w in WRONG]
+    # zoo 2026.9.7 and 2026.9.8 carry the fused CE fault too, and none of these builds guards it.
+    expects = ['[[expect]]\ncheck = "fused-ce-masked-nan"\nstate = "missing"\n']
+    expects += [f'[[expect]]\nunsloth = "u-{w}"\nzoo = "z2026.9.7"\ncheck = "{GRPO}"\nstate = "broken"\n'
+               for w in WRONG]
+    return ("schema = 1\n\n" + "\n".join(builds) + "\n[pairs]\nproduct = false\ninclude = [\n  "
+            + ",\n  ".join(pairs) + ",\n]\n\n" + "\n".join(expects))
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("grpo")
+    for w in WRONG:
+        shutil.copytree(ROOT / "tests" / "backports" / w, tmp / w)
+    matrix = tmp / "grpo.toml"
+    matrix.write_text(_matrix(), encoding="utf-8")
+    out = tmp / "out"
+    proc = run_nox(tmp / "nox", "-s", "matrix", out=out, matrix=matrix)
+    report_path = out / "report.json"
+    assert report_path.is_file(), explain(proc)
+    report = json.loads(report_path.read_text())
+    cells = {c["cell_id"]: c for c in report["cells"]}
+    return {"proc": proc, "cells": cells, "out": out}
+
+
+def verdict(ran: dict[str, Any], cell: str) -> dict[str, Any]:
+    c = ran["cells"][cell]
+    assert GRPO in (c.get("verdicts") or {}), f"{cell}: no {GRPO} verdict; {c.get('error') or c.get('status')}"
+    return c["verdicts"][GRPO]  # type: ignore[no-any-return]
+
+
+def test_the_run_meets_its_expectations(ran: dict[str, Any]) -> None:
+    assert ran["proc"].returncode == 0, explain(ran["proc"])
+
+
+@pytest.mark.parametrize(("cell", "zoo"), [("u__z2026.9.7", "vulnerable"), ("u__z2026.9.8", "fixed")])
+def test_both_detectors_agree_at_the_boundary(ran: dict[str, Any], cell: str, zoo: str) -> None:
+    v = verdict(ran, cell)
+    assert (v["zoo"], v["static"], v["runtime"]) == (zoo, zoo, zoo), v
+    if zoo == "vulnerable":
+        assert "dapo (count tensor(0.))" in v["zoo_reason"] and "kl goes NaN" in v["zoo_reason"]
+
+
+def test_plain_unsloth_on_the_vulnerable_zoo_is_missing_and_latent_on_its_stack(ran: dict[str, Any]) -> None:
+    v = verdict(ran, "u__z2026.9.7")
+    assert v["guard"] == "missing", v
+    train = v["training"]
+    assert train["outcome"] == "clean" and train["kernel_calls"] > 0, train
+    assert all(m != "tensor(0)" for m in train["masked_inputs"]) and train["masked_inputs"], train
+    assert v["reach"] == "latent" and "TRL 0." in v["reach_reason"], v["reach_reason"]
+    assert not v["gate_fail"] and v["gate_warn"]
+
+
+@pytest.mark.parametrize(("cell", "state"), [("u-floor__z2026.9.7", "activates"), ("u-floor__z2026.9.8", "no-ops"),
+                                             ("u__z2026.9.8", "not-needed")])
+def test_the_reference_guard(ran: dict[str, Any], cell: str, state: str) -> None:
+    v = verdict(ran, cell)
+    assert v["guard"] == state, v
+    if state != "not-needed":
+        assert v["behavior"]["failed"] == 0 and v["behavior"]["passed"] == 5, v["behavior"]
+        assert "unsloth's hand-off changes the count" in v["guard_reason"]
+
+
+@pytest.mark.parametrize(("backport", "test"), sorted(WRONG.items()))
+def test_a_wrong_guard_is_broken_by_the_test_its_defect_breaks(ran: dict[str, Any], backport: str, test: str) -> None:
+    v = verdict(ran, f"u-{backport}__z2026.9.7")
+    assert v["guard"] == "broken", v
+    assert test in v["behavior"]["failing"], v["behavior"]
