@@ -45,6 +45,20 @@ class GuardScan:
         return self.module.rsplit(".", 1)[-1]
 
 
+def one_file_detect(file: str, analyze_source: Callable[[str, str], dict[str, Any]],
+                    ) -> Callable[[Mapping[str, str]], dict[str, Any]]:
+    """A :attr:`ScanTarget.detect` for a check whose static detector reads one file of the release:
+    ``absent`` where the release has no ``file``, else ``analyze_source(text, file)``'s verdict, reason and line."""
+
+    def detect(files: Mapping[str, str]) -> dict[str, Any]:
+        if file not in files:
+            return {"verdict": "absent", "reason": f"no {file}", "evidence_line": None}
+        r = analyze_source(files[file], file)
+        return {"verdict": r["verdict"], "reason": r["reason"], "evidence_line": r.get("line")}
+
+    return detect
+
+
 @dataclass(frozen=True)
 class ScanTarget:
     """What the wide scan reads for this check in every zoo release, and looks for in every unsloth release.

@@ -10,22 +10,15 @@ attribute the scan's heuristic could recognise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from probes.checks.capabilities import ScanTarget
+from probes.checks.capabilities import ScanTarget, one_file_detect
 
 from . import static
 
 FILE = "unsloth_zoo/" + "/".join(static.REL)
 
 
-def detect(files: Mapping[str, str]) -> dict[str, Any]:
-    """See ``ScanTarget.detect``: ``static.analyze_source`` on the release's ``rl_replacements.py``."""
-    if FILE not in files:
-        return {"verdict": "absent", "reason": f"no {FILE}", "evidence_line": None}
-    r = static.analyze_source(files[FILE], FILE)
-    return {"verdict": r["verdict"], "reason": r["reason"], "evidence_line": r.get("line")}
+# See ``ScanTarget.detect``: ``static.analyze_source`` on the release's ``rl_replacements.py``.
+detect = one_file_detect(FILE, static.analyze_source)
 
 
 TARGET = ScanTarget(
