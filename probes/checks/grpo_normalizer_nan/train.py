@@ -157,6 +157,15 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
             import trl  # noqa: F401
         except Exception as exc:
             raise NotApplicable(f"trl not usable ({type(exc).__name__}: {exc})") from exc
+        try:  # TRL 0.24 imports mergekit with its GRPOTrainer: without it no GRPO run exists on this stack
+            from trl import GRPOTrainer  # noqa: F401
+        except Exception as exc:
+            cause = exc
+            while cause.__cause__ is not None:
+                cause = cause.__cause__
+            result["unavailable"] = (f"this stack cannot import TRL's GRPOTrainer ({type(cause).__name__}: "
+                                     f"{str(cause)[:200]})")
+            raise NotApplicable(result["unavailable"]) from exc
         r = train_once(zoo_loss)
     except NotApplicable as exc:
         result.update(outcome="n/a", reason=f"n/a: {exc}", **empty)

@@ -36,7 +36,28 @@ FAULT = ("a GRPO batch whose completions are all masked with a count of 0 (TRL >
 SENT = "num_items_in_batch={}"
 
 
-def _reach(state: GuardState, train: Training | None) -> tuple[Reach | None, str]:
+def _trl_counts_before_the_mask(trl: str | None) -> bool:
+    """TRL before 1.9 counts the completion tokens before ``mask_truncated_completions`` (TRL #6439)."""
+    try:
+        major, minor = (int(p) for p in (trl or "").split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < (1, 9)
+
+
+def _reach(state: GuardState, train: Training | None, raw: dict[str, Any] | None = None,
+           ) -> tuple[Reach | None, str]:
+    unavailable = (raw or {}).get("unavailable")
+    if state is GuardState.MISSING and unavailable:
+        trl = ((raw or {}).get("versions") or {}).get("trl")
+        if _trl_counts_before_the_mask(trl):
+            return Reach.LATENT, (f"no GRPO run exists on this cell's stack: {unavailable}; with that module "
+                                  f"installed the stack's TRL {trl} counts the completion tokens before "
+                                  "mask_truncated_completions (TRL < 1.9 does), so a fully truncated batch sends a "
+                                  "positive count; a TRL >= 1.9 counts after the mask, sends 0, and the loss is "
+                                  "0 / 0")
+        return Reach.UNKNOWN, (f"no GRPO run exists on this cell's stack ({unavailable}), and its TRL {trl} would "
+                               "count after the truncation mask; treated as exposed")
     r, text = reach(state, train, FAULT, SENT)
     if r is Reach.LATENT and state is GuardState.MISSING and train is not None:
         sent = " or ".join(train.masked_inputs)
@@ -58,7 +79,8 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     train_text = f"the training run {train.label()}: {train.reason}" if train is not None and train.failed else ""
 
     def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom, *_reach(state, train))
+        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
+                       *_reach(state, train, step_result(check, "train")))
 
     blocked = precondition(check, zoo, zoo_reason)
     if blocked is not None:
