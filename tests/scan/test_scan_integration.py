@@ -28,7 +28,7 @@ SPEC = ">=2026.9.3,<=2026.10.9"
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict]:
     tmp = tmp_path_factory.mktemp("scan")
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from matrix.scan import main; sys.exit(main(sys.argv[1:]))",
+        [sys.executable, "-m", "matrix", "scan",
          "--zoo", SPEC, "--unsloth", "==2026.10.9", "--out", str(tmp / "out"), "--cache", str(tmp / "cache")],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     doc = json.loads((tmp / "out" / "scan.json").read_text()) if proc.returncode == 0 else {}
