@@ -75,13 +75,16 @@ def manifest_digest(manifest_dir: Path) -> str:
 
 
 def cached_backport(manifest: Manifest, base_wheel: Path, base_digest: str, workdir: Path, name: str) -> Path:
-    """Build the backport once per (base wheel, backport folder, builder) and reuse it.
+    """Build the backport once per (base wheel, backport folder and name, builder) and reuse it.
 
     Repacking a large wheel costs seconds; the result is deterministic, so the
     same inputs give the same bytes, and its digest is rechecked on reuse.
     """
     builder = hashlib.sha256(Path(build_backport.__code__.co_filename).read_bytes()).hexdigest()
-    key = hashlib.sha256(f"{base_digest}:{manifest_digest(manifest.directory)}:{builder}".encode()).hexdigest()
+    # The backport's name is written into the wheel (its marker), so it is part of what the wheel is: the same
+    # files under another folder name are another wheel, never this one's cached bytes with the wrong name.
+    key = hashlib.sha256(
+        f"{base_digest}:{manifest_digest(manifest.directory)}:{manifest.name}:{builder}".encode()).hexdigest()
     slot = wheel_cache() / "backports" / key[:32]
     cached = slot / base_wheel.name
     stamp = slot / "sha256"

@@ -161,3 +161,30 @@ def test_backport_builds_are_cached_and_rechecked(tmp_path: Path, monkeypatch: p
     (manifest.directory / "backport.toml").write_text('package = "demo"\n')
     bp.cached_backport(load_manifest(manifest.directory), wheel, "base", tmp_path / "w4", "b")
     assert len(calls) == 3
+
+
+def test_the_same_files_under_another_backport_name_are_another_wheel(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name is written into the wheel's marker: a copy of a backport folder under another name (as a test
+    builds the shipped guard under its own name) must not get the first one's cached bytes and name."""
+    import json
+    import shutil
+    import zipfile
+
+    from matrix.sources import backport as bp
+
+    monkeypatch.setenv(bp.WHEEL_CACHE_ENV, str(tmp_path / "cache"))
+    wheel = make_wheel(tmp_path)
+    first = backport(tmp_path, 'package = "demo"\n[[insert]]\nfile = "demo/core.py"\n'
+                               'anchor = "^thing"\ntext = "x = 1"\n')
+    copy = tmp_path / "shipped"
+    shutil.copytree(first, copy)
+
+    def marker(path: Path) -> str:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith("SKEWMATRIX_BACKPORT.json"))
+            return str(json.loads(zf.read(name))["backport"])
+
+    a = marker(bp.cached_backport(load_manifest(first), wheel, "base", tmp_path / "w1", "b"))
+    b = marker(bp.cached_backport(load_manifest(copy), wheel, "base", tmp_path / "w2", "b"))
+    assert (a, b) == (load_manifest(first).name, "shipped") and a != b
