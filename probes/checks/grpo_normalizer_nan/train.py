@@ -46,6 +46,11 @@ ROUTE = ("TRL GRPOTrainer (dapo, mask_truncated_completions, every completion tr
 STEPS = 3
 
 
+class RouteUnavailable(NotApplicable):
+    """The cell's stack has no GRPO route to zoo's loss: TRL's GRPOTrainer does not import, or its config has
+    no dapo / truncation-mask options. Reach then rests on the TRL version (``verdict._reach``)."""
+
+
 def _reward(completions: list[Any], **_: Any) -> list[float]:
     """Our own reward: how many 'a' a completion has (varies, so the advantages are not all zero)."""
     return [float(str(c).count("a")) + 0.1 * i for i, c in enumerate(completions)]
@@ -55,7 +60,7 @@ def _config(config_cls: type, output_dir: str, eos: int, pad: int) -> Any:
     fields = {f.name for f in dataclasses.fields(config_cls)}
     for need in ("mask_truncated_completions", "loss_type"):
         if need not in fields:
-            raise NotApplicable(f"{config_cls.__name__} has no {need} (TRL too old for the dapo route)")
+            raise RouteUnavailable(f"{config_cls.__name__} has no {need} (TRL too old for the dapo route)")
     wanted: dict[str, Any] = dict(
         output_dir=output_dir, per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=1,
         max_steps=STEPS, learning_rate=1e-3, logging_steps=1, logging_nan_inf_filter=False, report_to=[],
@@ -163,11 +168,12 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
             cause = exc
             while cause.__cause__ is not None:
                 cause = cause.__cause__
-            result["unavailable"] = (f"this stack cannot import TRL's GRPOTrainer ({type(cause).__name__}: "
-                                     f"{str(cause)[:200]})")
-            raise NotApplicable(result["unavailable"]) from exc
+            raise RouteUnavailable(f"this stack cannot import TRL's GRPOTrainer ({type(cause).__name__}: "
+                                   f"{str(cause)[:200]})") from exc
         r = train_once(zoo_loss)
     except NotApplicable as exc:
+        if isinstance(exc, RouteUnavailable):
+            result["unavailable"] = str(exc)
         result.update(outcome="n/a", reason=f"n/a: {exc}", **empty)
     except Exception as exc:
         result.update(ok=False, outcome="error", reason=f"training probe failed: {type(exc).__name__}: {exc}",

@@ -51,8 +51,8 @@ def _reach(state: GuardState, train: Training | None, raw: dict[str, Any] | None
     if state is GuardState.MISSING and unavailable:
         trl = ((raw or {}).get("versions") or {}).get("trl")
         if _trl_counts_before_the_mask(trl):
-            return Reach.LATENT, (f"no GRPO run exists on this cell's stack: {unavailable}; with that module "
-                                  f"installed the stack's TRL {trl} counts the completion tokens before "
+            return Reach.LATENT, (f"no GRPO run exists on this cell's stack: {unavailable}; where one runs, "
+                                  f"the stack's TRL {trl} counts the completion tokens before "
                                   "mask_truncated_completions (TRL < 1.9 does), so a fully truncated batch sends a "
                                   "positive count; a TRL >= 1.9 counts after the mask, sends 0, and the loss is "
                                   "0 / 0")

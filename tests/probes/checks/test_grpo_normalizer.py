@@ -269,3 +269,23 @@ def test_a_stack_that_cannot_import_grpotrainer_is_latent_only_where_its_trl_cou
     # a passing state has no reach, and without the marker the generic rule stands (no run: unknown)
     assert _reach(GuardState.NOT_NEEDED, None, old)[0] is None
     assert _reach(GuardState.MISSING, None, {"versions": {"trl": "0.24.0"}})[0] is Reach.UNKNOWN
+
+
+def test_a_trl_without_the_dapo_options_is_a_route_that_does_not_exist() -> None:
+    import dataclasses
+
+    from probes.checks.grpo_normalizer_nan.train import RouteUnavailable, _config
+    from probes.training import NotApplicable
+
+    @dataclasses.dataclass
+    class OldConfig:  # a GRPOConfig from before loss_type
+        output_dir: str = ""
+        mask_truncated_completions: bool = False
+
+    assert issubclass(RouteUnavailable, NotApplicable)
+    try:
+        _config(OldConfig, "out", 1, 0)
+    except RouteUnavailable as exc:
+        assert "loss_type" in str(exc)
+    else:
+        raise AssertionError("a config without loss_type gave a dapo route")
