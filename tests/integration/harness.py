@@ -6,10 +6,13 @@ tests running in parallel (pytest-xdist) never share a cell env.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSLOTH = "2026.10.9"
@@ -38,3 +41,17 @@ def run_nox(envdir: Path, *args: str, out: Path, matrix: Path | None = None, tim
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-5000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+
+
+def run_backport_matrix(tmp: Path, backport: Path, text: str, name: str) -> dict[str, Any]:
+    """``nox -s matrix`` on a matrix file ``text`` whose builds name ``backport`` (copied beside it, as
+    ``backport = "<its folder name>"``); the process and the report's cells by id."""
+    shutil.copytree(backport, tmp / backport.name)
+    matrix = tmp / f"{name}.toml"
+    matrix.write_text(text, encoding="utf-8")
+    out = tmp / "out"
+    proc = run_nox(tmp / "nox", "-s", "matrix", out=out, matrix=matrix)
+    report_path = out / "report.json"
+    assert report_path.is_file(), explain(proc)
+    report = json.loads(report_path.read_text())
+    return {"proc": proc, "cells": {c["cell_id"]: c for c in report["cells"]}}

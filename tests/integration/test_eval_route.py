@@ -16,13 +16,11 @@ the newest stack's evaluation is covered with zoo 2026.10.9 in ``test_gate_pinne
 
 from __future__ import annotations
 
-import json
-import shutil
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
+from tests.integration.harness import ROOT, UNSLOTH, explain, run_backport_matrix
 
 pytestmark = pytest.mark.integration
 FUSED = "fused-ce-masked-nan"
@@ -75,16 +73,7 @@ state = "missing"
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("zero-only")
-    shutil.copytree(BACKPORT, tmp / BACKPORT.name)
-    matrix = tmp / "zero-only.toml"
-    matrix.write_text(MATRIX, encoding="utf-8")
-    out = tmp / "out"
-    proc = run_nox(tmp / "nox", "-s", "matrix", out=out, matrix=matrix)
-    report_path = out / "report.json"
-    assert report_path.is_file(), explain(proc)
-    report = json.loads(report_path.read_text())
-    return {"proc": proc, "cells": {c["cell_id"]: c for c in report["cells"]}}
+    return run_backport_matrix(tmp_path_factory.mktemp("zero-only"), BACKPORT, MATRIX, "zero-only")
 
 
 def _evaluation(cell: dict[str, Any]) -> dict[str, Any]:

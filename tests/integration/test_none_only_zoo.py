@@ -11,13 +11,11 @@ released and with the shipped guard backport, against that zoo: both detectors m
 
 from __future__ import annotations
 
-import json
-import shutil
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
+from tests.integration.harness import ROOT, UNSLOTH, explain, run_backport_matrix
 
 pytestmark = pytest.mark.integration
 FUSED = "fused-ce-masked-nan"
@@ -70,16 +68,7 @@ state = "missing"
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("none-only")
-    shutil.copytree(BACKPORT, tmp / BACKPORT.name)
-    matrix = tmp / "none-only.toml"
-    matrix.write_text(MATRIX, encoding="utf-8")
-    out = tmp / "out"
-    proc = run_nox(tmp / "nox", "-s", "matrix", out=out, matrix=matrix)
-    report_path = out / "report.json"
-    assert report_path.is_file(), explain(proc)
-    report = json.loads(report_path.read_text())
-    return {"proc": proc, "cells": {c["cell_id"]: c for c in report["cells"]}}
+    return run_backport_matrix(tmp_path_factory.mktemp("none-only"), BACKPORT, MATRIX, "none-only")
 
 
 def _step(cell: dict[str, Any], name: str) -> dict[str, Any]:
