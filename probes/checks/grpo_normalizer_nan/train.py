@@ -171,6 +171,12 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
             raise RouteUnavailable(f"this stack cannot import TRL's GRPOTrainer ({type(cause).__name__}: "
                                    f"{str(cause)[:200]})") from exc
         r = train_once(zoo_loss)
+        if r["outcome"] == "crash" and not r["steps"]:
+            # Our GRPO route never completed a step on this stack (seen: TRL 0.18 hands the loss no count; TRL
+            # 0.24 with transformers 4.57 refuses the tiny model's token_type_ids in generate): the run gives no
+            # evidence of the 0 / 0, so the route does not exist here rather than a symptom of the hazard.
+            raise RouteUnavailable(f"the check's GRPO run crashed before its first step on this stack "
+                                   f"({r['symptom']})")
     except NotApplicable as exc:
         if isinstance(exc, RouteUnavailable):
             result["unavailable"] = str(exc)
