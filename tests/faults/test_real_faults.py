@@ -74,8 +74,8 @@ path = "broken_zoo"
 
 # Every injected fault is an expected error; the healthy cell is expected as it is: its fused kernel carries
 # the fix, its CPU-backend kernel (zoo 2026.10.9) is exposed with no guard, its GRPO loss is floored (fixed
-# from 2026.9.8) and the pair imports (pair-compat, verified on the default matrix's same pair). So a run that keeps every finding
-# exits 0, and a fault that stopped being an error would show as XPASS.
+# from 2026.9.8) and the pair imports (pair-compat, as on the default matrix's same pair). So a run that
+# keeps every finding exits 0, and a fault that stopped being an error would show as XPASS.
 [[expect]]
 state = "error"
 
