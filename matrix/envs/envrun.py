@@ -39,7 +39,12 @@ PROBES_DIR = REPO_ROOT / "probes"
 RUN_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1",
            "PYTHONDONTWRITEBYTECODE": "1"}
-DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+# The harness's own variables (what `nox` hands its session processes, and the run's settings) are ours, not the
+# probes': a probe reads its hand-off from its command line (probes/handoff.py), never from these.
+HARNESS_VARS = ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_PROGRESS", "SKEWMATRIX_FANIN", "SKEWMATRIX_OUT",
+                "SKEWMATRIX_MATRIX", "SKEWMATRIX_SHARD", "SKEWMATRIX_STRICT", "SKEWMATRIX_CACHE",
+                "SKEWMATRIX_DEBUG")
+DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", *HARNESS_VARS)
 
 
 class EnvBuildError(SkewmatrixError):

@@ -47,6 +47,8 @@ def test_the_cell_runner_hands_guard_module_and_training_on_the_command_line(
               "unsloth_zoo": {"package": "unsloth-zoo"}}
     record = CellRun("c", builds, spec.CellOptions(train=False), "m", tmp_path)
     monkeypatch.setenv("SKEWMATRIX_TRAIN", "on")  # a stray variable of the caller's shell changes nothing
+    for name in ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_PROGRESS", "SKEWMATRIX_FANIN"):  # what `nox` hands its sessions
+        monkeypatch.setenv(name, "x")
     cell_mod.record_and_probe(record, tmp_path / "env", tmp_path / "env" / "bin" / "python", lambda _: None)
     [(argv, env)] = seen
     assert "--guard-module=pkg.guard" in argv and "--no-train" in argv
