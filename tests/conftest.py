@@ -37,7 +37,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_eval_route.py",  # 100: two cells, one zoo backport at the floor and middle stacks
     "tests/integration/test_train_real.py",  # 70
     "tests/integration/test_none_only_zoo.py",  # 70
-    "tests/scan/test_confirm_integration.py",  # 60
+    "tests/scan/test_confirm_integration.py",  # 130: two boundaries (fused, GRPO), four throwaway envs
     "tests/scan/test_scan_integration.py",  # 55
     "tests/gpu/test_dry_run.py",  # 55
     "tests/integration/test_pair_history.py",  # 40: reads five wheels (range reads), no env
