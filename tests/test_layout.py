@@ -279,8 +279,14 @@ def test_no_arrows_back_up() -> None:
 
 
 def test_verdict_and_check_info_modules_are_stdlib_only() -> None:
-    ours = {"probes", "probes.checks", "probes.checks.vocabulary", "probes.checks.capabilities"}
+    ours = {"probes", "probes.checks", "probes.checks.vocabulary", "probes.checks.capabilities",
+            "probes.checks.judging"}
     bad = {}
+    shared = ROOT / "probes" / "checks" / "judging.py"  # the verdicts' shared opening: stdlib and vocabulary only
+    foreign = sorted(i for i in _imports(shared, "probes.checks.judging", False)
+                     if i.split(".")[0] not in STDLIB and not i.startswith("probes.checks.vocabulary"))
+    if foreign:
+        bad[str(shared.relative_to(ROOT))] = foreign
     for folder in check_folders().values():
         for f in ("__init__.py", "verdict.py", "render.py"):
             path = folder / f
@@ -291,7 +297,8 @@ def test_verdict_and_check_info_modules_are_stdlib_only() -> None:
             name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
             tops = set(_imports(path, name, f == "__init__.py"))
             foreign = sorted(i for i in tops if i.split(".")[0] not in STDLIB and i not in ours
-                             and not i.startswith(("probes.checks.vocabulary.", "probes.checks.capabilities."))
+                             and not i.startswith(("probes.checks.vocabulary.", "probes.checks.capabilities.",
+                                                   "probes.checks.judging."))
                              and i != "probes.checks.CheckInfo")
             if foreign:
                 bad[str(path.relative_to(ROOT))] = foreign

@@ -9,18 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.vocabulary import (
-    GuardState,
-    Verdict,
-    ZooState,
-    behavior_counts,
-    precondition,
-    reach,
-    replaced_on_fixed_zoo,
-    step_result,
-    training,
-    zoo_state,
-)
+from probes.checks.judging import opening
+from probes.checks.vocabulary import GuardState, Verdict, ZooState, reach, replaced_on_fixed_zoo
 
 # The input on which the vulnerable kernel answers NaN, and who sends it (reach's plain words).
 FAULT = ("an all-masked batch with num_items_in_batch=None: a custom loop that calls the model without a "
@@ -29,19 +19,10 @@ SENT = "num_items_in_batch={}"
 
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
-    zoo, zoo_reason, static, runtime = zoo_state(check)
-    counts, _ = behavior_counts(check)
-    train = training(check)
-    train_text = f"the training run {train.label()}: {train.reason}" if train is not None and train.failed else ""
-
-    def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
-                       *reach(state, train, FAULT, SENT))
-
-    blocked = precondition(check, zoo, zoo_reason)
-    if blocked is not None:
-        return out(*blocked)
-    g = step_result(check, "guard") or {}
+    j = opening(check, lambda state, train: reach(state, train, FAULT, SENT))
+    zoo, counts, train_text, out, g = j.zoo, j.counts, j.train_text, j.out, j.guard
+    if j.blocked is not None:
+        return out(*j.blocked)
     if zoo is ZooState.ABSENT:
         return out(GuardState.NOT_NEEDED, "no CPU-backend kernel in this zoo")
     if g.get("original") is None:
@@ -49,7 +30,7 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     replaced = not g["original"]
     route = (g.get("routes") or {}).get("module-attribute") or {}
     finite = bool(route.get("loss_finite")) and bool(route.get("grads_finite"))
-    fails = ", ".join(counts.failing)
+    fails = j.fails
     if zoo is ZooState.VULNERABLE:
         if not replaced:
             symptom = train_text or (f"an all-masked batch with num_items_in_batch None gives loss "

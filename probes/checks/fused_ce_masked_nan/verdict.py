@@ -13,17 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes.checks.judging import opening
 from probes.checks.vocabulary import (
     GuardState,
     Verdict,
     ZooState,
-    behavior_counts,
-    precondition,
     reach,
     replaced_on_fixed_zoo,
-    step_result,
-    training,
-    zoo_state,
 )
 
 # The input on which a vulnerable kernel answers NaN, and who sends it (reach's plain words).
@@ -53,25 +49,17 @@ def _routes(g: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     """Classify this check's section of one cell JSON. Pure."""
-    zoo, zoo_reason, static, runtime = zoo_state(check)
-    counts, behavior = behavior_counts(check)
-    train = training(check)
-
-    def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
-                       *reach(state, train, FAULT, SENT))
-
-    blocked = precondition(check, zoo, zoo_reason)
-    if blocked is not None:
-        return out(*blocked)
-    g = step_result(check, "guard") or {}
+    j = opening(check, lambda state, train: reach(state, train, FAULT, SENT))
+    zoo, counts, behavior, train, out, g = j.zoo, j.counts, j.behavior, j.train, j.out, j.guard
+    if j.blocked is not None:
+        return out(*j.blocked)
     replaced = not (g.get("forward") or {}).get("original", True)
     module_found = bool(behavior and behavior.get("guard_found"))
     present = replaced or module_found
     finite, bad_routes, _ = _routes(g)
-    fails = ", ".join(counts.failing)
+    fails = j.fails
     train_failed = train is not None and train.failed
-    train_text = f"the training run {train.label()}: {train.reason}" if train is not None and train_failed else ""
+    train_text = j.train_text
 
     if zoo is ZooState.ABSENT:
         if replaced:

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes.checks.judging import opening
 from probes.checks.vocabulary import (
     GuardState,
     Reach,
     Training,
     Verdict,
     ZooState,
-    behavior_counts,
-    precondition,
     reach,
     replaced_on_fixed_zoo,
     step_result,
-    training,
-    zoo_state,
 )
 
 FAULT = ("a GRPO batch whose completions are all masked with a count of 0 (TRL >= 1.9 counts after "
@@ -73,19 +70,11 @@ def _finite(route: dict[str, Any]) -> bool:
 
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
-    zoo, zoo_reason, static, runtime = zoo_state(check)
-    counts, _ = behavior_counts(check)
-    train = training(check)
-    train_text = f"the training run {train.label()}: {train.reason}" if train is not None and train.failed else ""
-
-    def out(state: GuardState, reason: str, symptom: str = "") -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, state, reason, counts, train, symptom,
-                       *_reach(state, train, step_result(check, "train")))
-
-    blocked = precondition(check, zoo, zoo_reason)
-    if blocked is not None:
-        return out(*blocked)
-    g = step_result(check, "guard") or {}
+    raw_train = step_result(check, "train")
+    j = opening(check, lambda state, train: _reach(state, train, raw_train))
+    zoo, counts, train_text, out, g = j.zoo, j.counts, j.train_text, j.out, j.guard
+    if j.blocked is not None:
+        return out(*j.blocked)
     if zoo is ZooState.ABSENT:
         return out(GuardState.NOT_NEEDED, "zoo's GRPO loss never divides by the count")
     if g.get("original") is None:
@@ -97,7 +86,7 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
         "unsloth's hand-off changes the count (" + "; ".join(h.get("statements") or h.get("passes") or []) + ")"
         if changed else "", "zoo's grpo_compute_loss was replaced" if replaced else "") if x)
     route = next(iter((g.get("routes") or {}).values()), {})
-    fails = ", ".join(counts.failing)
+    fails = j.fails
     if zoo is ZooState.VULNERABLE:
         if not (changed or replaced):
             symptom = train_text or (f"every completion masked with count tensor(0.): loss {route.get('loss')} "
