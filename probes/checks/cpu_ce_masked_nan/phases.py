@@ -14,12 +14,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 from typing import Any
 
 from probes.checks import PhaseContext, Step
+from probes.checks.installed import fingerprint
 
 from . import static as _static
 
@@ -34,13 +34,6 @@ TITLES = {
 
 def static() -> dict[str, Any]:
     return _static.detect_installed()
-
-
-def _fingerprint(fn: Any) -> dict[str, Any]:
-    code = getattr(fn, "__code__", None)
-    return {"module": getattr(fn, "__module__", None), "qualname": getattr(fn, "__qualname__", None),
-            "file": getattr(code, "co_filename", None), "line": getattr(code, "co_firstlineno", None),
-            "code_sha256": hashlib.sha256(code.co_code).hexdigest() if code is not None else None}
 
 
 def _absent(exc: ModuleNotFoundError) -> bool:
@@ -62,7 +55,7 @@ def runtime_step(ctx: PhaseContext) -> dict[str, Any]:
         raise
     except AttributeError:
         return {"verdict": "absent", "reason": f"{kernel.MODULE} has no {kernel.FUNCTION}"}
-    ctx.shared["fingerprint"] = _fingerprint(fn)
+    ctx.shared["fingerprint"] = fingerprint(fn)
     batch = kernel.make_batch("all_masked")
     out = kernel.outcome(kernel.call(batch), batch)
     verdict = "fixed" if out["loss_finite"] else "vulnerable"
@@ -79,7 +72,7 @@ def guard_step(ctx: PhaseContext) -> dict[str, Any]:
     except (ModuleNotFoundError, AttributeError) as exc:
         return {"kernel": "absent", "reason": f"{type(exc).__name__}: {exc}"}
     batch = kernel.make_batch("all_masked")
-    now, raw = _fingerprint(fn), (ctx.raw or {}).get("fingerprint")
+    now, raw = fingerprint(fn), (ctx.raw or {}).get("fingerprint")
     # None: no raw fingerprint to compare with (the raw process failed); the verdict then cannot tell.
     original = None if raw is None else all(now[k] == raw.get(k) for k in ("file", "line", "code_sha256"))
     return {"kernel": "present", "fingerprint": now, "raw_fingerprint": raw, "original": original,

@@ -15,9 +15,9 @@ label, what divisor does the function hand to its autograd Function?
 from __future__ import annotations
 
 import ast
-import importlib.util
-from pathlib import Path
 from typing import Any
+
+from probes.checks import installed
 
 REL = ("cpu", "ops.py")
 FUNCTION = "chunked_linear_cross_entropy"
@@ -93,11 +93,4 @@ def analyze_source(text: str, file: str | None = None) -> dict[str, Any]:
 
 
 def detect_installed() -> dict[str, Any]:
-    spec = importlib.util.find_spec("unsloth_zoo")
-    if spec is None or not spec.submodule_search_locations:
-        return {"verdict": "absent", "reason": "unsloth_zoo is not installed"}
-    for loc in spec.submodule_search_locations:
-        path = Path(loc).joinpath(*REL)
-        if path.is_file():
-            return analyze_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
-    return {"verdict": "absent", "reason": "no unsloth_zoo/cpu/ops.py (this zoo has no CPU backend)"}
+    return installed.detect_installed(REL, analyze_source, "no unsloth_zoo/cpu/ops.py (this zoo has no CPU backend)")

@@ -13,24 +13,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from typing import Any
 
 from probes.checks import PhaseContext, Step
+from probes.checks.installed import fingerprint
 
 from . import static as _static
 
 
 def static() -> dict[str, Any]:
     return _static.detect_installed()
-
-
-def _fingerprint(fn: Any) -> dict[str, Any]:
-    code = getattr(fn, "__code__", None)
-    return {"module": getattr(fn, "__module__", None), "qualname": getattr(fn, "__qualname__", None),
-            "file": getattr(code, "co_filename", None), "line": getattr(code, "co_firstlineno", None),
-            "code_sha256": hashlib.sha256(code.co_code).hexdigest() if code is not None else None}
 
 
 def runtime_step(ctx: PhaseContext) -> dict[str, Any]:
@@ -42,7 +35,7 @@ def runtime_step(ctx: PhaseContext) -> dict[str, Any]:
     ctx.shared["verdict"] = result.get("verdict")
     if result.get("verdict") in ("vulnerable", "fixed", "absent") and "probe" in result:
         fn = kernel.function()
-        ctx.shared["fingerprint"] = _fingerprint(fn)
+        ctx.shared["fingerprint"] = fingerprint(fn)
         ctx.shared["oracle"] = suite.oracle(fn)
     return result
 
@@ -72,7 +65,7 @@ def guard_step(ctx: PhaseContext) -> dict[str, Any]:
     except (ModuleNotFoundError, AttributeError) as exc:
         return {"kernel": "absent", "reason": f"{type(exc).__name__}: {exc}"}
     route, record = _route()
-    now, raw = _fingerprint(fn), (ctx.raw or {}).get("fingerprint")
+    now, raw = fingerprint(fn), (ctx.raw or {}).get("fingerprint")
     original = None if raw is None else all(now[k] == raw.get(k) for k in ("file", "line", "code_sha256"))
     case = suite.Case("s1-zero-all-masked", "dapo", (False, False), "tensor(0.)")
     try:

@@ -24,9 +24,9 @@ a floor call with a positive constant), ``bare`` (some path does not), or
 from __future__ import annotations
 
 import ast
-import importlib.util
-from pathlib import Path
 from typing import Any
+
+from probes.checks import installed
 
 REL = ("rl_replacements.py",)
 FUNCTION = "grpo_compute_loss"
@@ -234,11 +234,4 @@ def analyze_source(text: str, file: str | None = None) -> dict[str, Any]:
 
 
 def detect_installed() -> dict[str, Any]:
-    spec = importlib.util.find_spec("unsloth_zoo")
-    if spec is None or not spec.submodule_search_locations:
-        return {"verdict": "absent", "reason": "unsloth_zoo is not installed"}
-    for loc in spec.submodule_search_locations:
-        path = Path(loc).joinpath(*REL)
-        if path.is_file():
-            return analyze_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
-    return {"verdict": "absent", "reason": "no unsloth_zoo/rl_replacements.py"}
+    return installed.detect_installed(REL, analyze_source, "no unsloth_zoo/rl_replacements.py")

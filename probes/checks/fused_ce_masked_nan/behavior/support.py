@@ -10,7 +10,6 @@ apply. :func:`run_test` turns that into a :class:`TestResult` (a crash is a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -26,6 +25,8 @@ from types import ModuleType
 from typing import Any, Literal
 
 import torch
+
+from probes.checks import installed
 
 from .. import kernel
 from . import TITLES
@@ -113,19 +114,11 @@ def forward_entry() -> Any:
 def fingerprint(fn: Any) -> dict[str, Any]:
     """Where a forward function comes from, comparable across processes."""
     fn = fn.__func__ if isinstance(fn, staticmethod) else fn
-    code = getattr(fn, "__code__", None)
     try:
         signature = str(inspect.signature(fn))
     except (TypeError, ValueError) as exc:
         signature = f"<no signature: {exc}>"
-    return {
-        "module": getattr(fn, "__module__", None),
-        "qualname": getattr(fn, "__qualname__", None),
-        "file": getattr(code, "co_filename", None),
-        "line": getattr(code, "co_firstlineno", None),
-        "code_sha256": hashlib.sha256(code.co_code).hexdigest() if code is not None else None,
-        "signature": signature,
-    }
+    return {**installed.fingerprint(fn), "signature": signature}
 
 
 def is_zoo_forward(fn: Any, raw: dict[str, Any] | None) -> bool:
