@@ -170,9 +170,10 @@ def structural_tree_gate(path: Path, log: Callable[[str], Any] = print, upto: st
     log(f"gate: structural ({check_id}): candidate {label} ({path.name}), zoo floor {floor or 'none'}, newest zoo "
         f"{newest}; {len(got['admitted'])} admitted zoo release(s), {len(got['bad'])} incompatible")
     for p in got["bad"][:10]:
-        names = ", ".join(f"{m['name']} ({m['where'][0]['file']}:{m['where'][0]['line']})"
-                          for m in p.get("missing", [])[:3] if m["breaks"] == "import")
-        log(f"gate: structural: zoo {p['zoo']}: incompatible, missing {names}")
+        breaking = [m for m in p.get("missing", []) if m["breaks"] == "import"]
+        names = ", ".join(f"{m['name']} ({m['where'][0]['file']}:{m['where'][0]['line']})" for m in breaking[:5])
+        more = f" and {len(breaking) - 5} more" if len(breaking) > 5 else ""
+        log(f"gate: structural: zoo {p['zoo']}: incompatible, missing {names}{more}")
     log(f"gate: structural: {got['line']}")
     return bool(got["bad"])
 
