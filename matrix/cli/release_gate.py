@@ -161,7 +161,7 @@ def structural_verdict(candidate: dict[str, str], workdir: Path, log: Callable[[
     """True when the candidate is structurally ``incompatible`` with a zoo release a plain install can pick: a
     release judged from its wheel on the index, a path or git candidate from its own tree (or wheel file)."""
     from matrix.scan.history import structural_gate
-    from matrix.scan.history.trees import candidate_path, structural_tree_gate
+    from matrix.scan.history.candidate_tree import candidate_path, structural_tree_gate
 
     if candidate["source"] == "pypi":
         return structural_gate(candidate["version"], log)

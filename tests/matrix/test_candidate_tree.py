@@ -1,4 +1,4 @@
-"""The gate's structural verdict for a candidate tree (``matrix.scan.history.trees``), on trees and zoo
+"""The gate's structural verdict for a candidate tree (``matrix.scan.history.candidate_tree``), on trees and zoo
 sources written here: the zoo side is the pair reader's real symbol table of a small zoo written here."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from matrix.cli import release_gate
-from matrix.scan.history import readers, trees
+from matrix.scan.history import candidate_tree as trees
+from matrix.scan.history import readers
 
 ZOO = {  # the zoo release every test judges against
     "unsloth_zoo/__init__.py": "__version__ = '2026.9.1'\n",
