@@ -132,3 +132,18 @@ def test_the_gate_judges_path_candidates_from_their_tree(tmp_path: Path, monkeyp
     assert seen == [out / "candidate" / "checkout"]
     assert release_gate.structural_verdict({"source": "pypi", "version": "2026.10.9"}, out, lambda _m: None) is False
     assert seen[-1] == "2026.10.9"
+
+
+def test_a_git_candidate_is_read_from_its_checkout(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = write(tmp_path / "repo", {**BAD, "pyproject.toml": PYPROJECT})
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for argv in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "tree"]):
+        subprocess.run([*git, *argv], check=True, capture_output=True)
+    lines: list[str] = []
+    tree = trees.candidate_path({"source": "git", "url": str(repo), "ref": "main"}, tmp_path / "gate", lines.append)
+    assert tree is not None and trees.read_candidate(tree, "unsloth")[0] == BAD
+    assert trees.candidate_path({"source": "git", "url": str(repo), "ref": "nope"}, tmp_path / "gate",
+                                lines.append) is None
+    assert lines[-1].startswith("gate: structural: n/a: cannot check out")
