@@ -141,7 +141,7 @@ def forked(module: str, cls: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """:func:`generate` in a forked child (its patches and a hang stay there), judged by its result or end."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, module, cls), daemon=True)
+    proc = ctx.Process(target=_child, args=(send, module, cls))  # not daemonic: the generation may start processes
     proc.start()
     send.close()
     try:
