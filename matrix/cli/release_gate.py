@@ -157,6 +157,18 @@ def matrix_text(candidate: dict[str, str], zoo: list[tuple[str, str]], backports
     return text
 
 
+def structural_verdict(candidate: dict[str, str], workdir: Path, log: Callable[[str], Any] = print) -> bool:
+    """True when the candidate is structurally ``incompatible`` with a zoo release a plain install can pick: a
+    release judged from its wheel on the index, a path or git candidate from its own tree (or wheel file)."""
+    from matrix.scan.history import structural_gate
+    from matrix.scan.history.candidate_tree import candidate_path, structural_tree_gate
+
+    if candidate["source"] == "pypi":
+        return structural_gate(candidate["version"], log)
+    path = candidate_path(candidate, workdir, log)
+    return path is not None and structural_tree_gate(path, log)
+
+
 def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print) -> int:
     """The gate for parsed arguments (``matrix.cli.arguments.add_gate_arguments``), writing under ``outer``'s
     output directory; exit 0/1/2 (``matrix.errors``)."""
@@ -175,9 +187,7 @@ def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print)
     out = outer.out / "gate"
     out.mkdir(parents=True, exist_ok=True)
     candidate, metadata = candidate_build(args.unsloth, out)
-    from matrix.scan.history import structural_gate  # the structural verdict first: no env is built for it
-
-    structural_fails = candidate["source"] == "pypi" and structural_gate(candidate["version"], log)
+    structural_fails = structural_verdict(candidate, out, log)  # first: no env is built for it
     log("gate: reading zoo releases and the candidate's requirements (scan)")
     opts = scan.ScanOptions(unsloth=f"=={candidate['version']}" if candidate["source"] == "pypi" else "",
                             skip_unsloth=candidate["source"] != "pypi")

@@ -98,6 +98,14 @@ def test_default_states(default_run, unsloth: str, zoo: str) -> None:
         v = cell["verdicts"][check]
         assert (v["zoo"], v["guard"], v["reach"]) == (zoo_state, guard_state, reach), (check, v)
         assert (v["gate_fail"], v["gate_warn"]) == (False, reach == "latent"), (check, v)
+    # after each cell's own import, unsloth generates its SFT and GRPO trainers from TRL's source through
+    # zoo's compiler; the zoo names the generated source imports unguarded (utils._get_dtype,
+    # logging_utils.PatchRLStatistics, tokenizer_utils.fix_untrained_tokens, vision_utils.UnslothVisionDataCollator,
+    # in unsloth 2026.10.9's models/rl.py) are all in zoo 2026.9.3 and 2026.10.9 (read from the wheels)
+    made = step(cell, PAIR, "trainers")["result"]["trainers"]
+    assert [(r["trainer"], r["state"], r["class"]) for r in made] == [
+        ("SFT", "generated", "UnslothSFTTrainer"), ("GRPO", "generated", "UnslothGRPOTrainer")], made
+    assert cell["verdicts"][PAIR]["runtime"] == "fixed"
     # all 14 behaviour tests of the first check are accounted for in every cell
     tests = step(cell, FUSED, "behavior")["result"]["tests"]
     assert [t["id"][:2] for t in tests] == [f"{i:02d}" for i in range(1, 15)]

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from matrix.envs.tools import uv_bin
+from matrix.index import IndexClient
+from matrix.scan.cache import ScanIndex
+from matrix.scan.fetch import Fetcher
+from matrix.scan.history import candidate_tree, readers
+from matrix.scan.terms import Want
+from matrix.spec.settings import scan_cache_dir
 from tests.integration.harness import UNSLOTH, explain, run_nox
 
 pytestmark = pytest.mark.integration
@@ -177,3 +186,66 @@ def test_pinned_refuses_a_lock_whose_hash_does_not_match(tmp_path: Path) -> None
     report = json.loads((tmp_path / "out" / "pinned" / "report.json").read_text())
     (cell,) = report["cells"]
     assert cell["error"]["kind"] == "build" and "hash" in cell["error"]["message"].lower()
+
+
+# The structural verdict of a path candidate, read from its own tree (``matrix.scan.history.candidate_tree``):
+# unsloth 2025.3.10's wheel unpacked (its ``unsloth/**.py`` and ``METADATA``, read from the index by the scan's
+# fetcher), judged against the real zoo releases its floor admits, read by the history's readers. No env is
+# built. unsloth 2025.3.10 declares ``unsloth_zoo>=2025.3.8`` and imports ``_unsloth_get_batch_samples`` from
+# ``unsloth_zoo.loss_utils`` at import time (``unsloth/models/_utils.py``); zoo 2025.3.8 lacks it, 2025.3.9
+# has it (unsloth #1992/#2003, read by hand from both wheels). So the tree as released fails the gate, and the
+# same tree with its floor raised to 2025.3.9 passes.
+TREE_VERSION, TREE_UPTO = "2025.3.10", "2025.3.9"  # TREE_UPTO: the zoo releases read stop there (the test's budget)
+
+
+@pytest.fixture
+def tree_gate_filters() -> Iterator[None]:
+    """The readers parse every release with ``ast``; old zoo sources hold invalid escape sequences, whose
+    warning (DeprecationWarning on Python 3.11, SyntaxWarning from 3.12) this suite's ``filterwarnings = error``
+    would turn into a parse failure -- cached per release digest for every later reader. The gate runs with
+    Python's default filters."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+@pytest.fixture(scope="module")
+def unsloth_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:  # the released tree, unpacked
+    cache = scan_cache_dir()
+    index = ScanIndex(IndexClient(), cache=cache)
+    row = next(r for r in readers.listed(index, "unsloth") if r.version == TREE_VERSION)
+    f = row.release.pick()
+    assert f is not None
+    want = Want(name=lambda n: n.startswith("unsloth/") and n.endswith(".py"), metadata=True,
+                key="test-gate-tree-sources")
+    ex = Fetcher(cache, index.client.http).get(f, want)
+    root = tmp_path_factory.mktemp("unsloth-2025.3.10")
+    for member, text in ex.members.items():
+        (root / member).parent.mkdir(parents=True, exist_ok=True)
+        (root / member).write_text(text, encoding="utf-8")
+    assert ex.metadata and "unsloth_zoo>=2025.3.8" in ex.metadata.replace(" ", "")
+    (root / f"unsloth-{TREE_VERSION}.dist-info").mkdir()
+    (root / f"unsloth-{TREE_VERSION}.dist-info" / "METADATA").write_text(ex.metadata, encoding="utf-8")
+    return root
+
+
+@pytest.mark.usefixtures("tree_gate_filters")
+def test_the_tree_gate_fails_a_released_tree_on_the_zoo_its_floor_admits(unsloth_tree: Path) -> None:
+    lines: list[str] = []
+    assert candidate_tree.structural_tree_gate(unsloth_tree, lines.append, upto=TREE_UPTO) is True
+    assert any("zoo floor 2025.3.8" in x and "2 admitted zoo release(s), 1 incompatible" in x for x in lines), lines
+    assert any(x.startswith("gate: structural: zoo 2025.3.8: incompatible, missing ")
+               and "unsloth_zoo.loss_utils._unsloth_get_batch_samples (unsloth/models/_utils.py:" in x
+               for x in lines), lines
+
+
+@pytest.mark.usefixtures("tree_gate_filters")
+def test_the_tree_gate_passes_the_same_tree_with_its_floor_above_the_broken_zoo(unsloth_tree: Path,
+                                                                                 tmp_path: Path) -> None:
+    raised = shutil.copytree(unsloth_tree, tmp_path / unsloth_tree.name)
+    meta = raised / f"unsloth-{TREE_VERSION}.dist-info" / "METADATA"
+    meta.write_text(meta.read_text(encoding="utf-8").replace(">=2025.3.8", ">=2025.3.9"), encoding="utf-8")
+    lines: list[str] = []
+    assert candidate_tree.structural_tree_gate(raised, lines.append, upto=TREE_UPTO) is False
+    assert any("zoo floor 2025.3.9" in x and "1 admitted zoo release(s), 0 incompatible" in x for x in lines), lines

@@ -7,7 +7,8 @@ imports neither) and judges the pair (``judge``). The unsloth step ``runtime`` r
 ``skew`` (an ImportError or AttributeError that names zoo), ``environment`` (no accelerator, or anything
 else), or ``ok``. An unsloth that cannot import on this host for an environment
 reason (2026.5.1 asks torch.cuda for the device capability in ``unsloth/__init__.py``) leaves the runtime side
-``n/a`` with that reason; the static verdict stands.
+``n/a`` with that reason; the static verdict stands. The unsloth step ``trainers`` then generates the
+trainer classes unsloth builds from TRL's source through zoo (SFT, GRPO; ``trainers.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from probes.checks import PhaseContext, Step
 from probes.checks.pair_compat.judge import judge, summary
 from probes.checks.pair_compat.references import reference_list
 from probes.checks.pair_compat.symbols import symbol_table
+from probes.checks.pair_compat.trainers import trainers as generate_trainers
 
 ACCELERATOR_WORDS = ("cuda", "gpu", "accelerator", "device capability", "get_device_capability", "nvidia",
                      "no backend", "torch.cuda")
@@ -73,5 +75,11 @@ def runtime(ctx: PhaseContext) -> dict[str, Any]:
     return {**got, "class": cls, "reason": why}
 
 
+def trainers(ctx: PhaseContext) -> dict[str, Any]:
+    """After this cell's own ``import unsloth`` succeeded, unsloth's SFT and GRPO trainer classes generated
+    the way unsloth generates them (``trainers.py``); each ``n/a`` when the import failed."""
+    return generate_trainers(ctx.imported)
+
+
 RAW_STEPS: tuple[Step, ...] = ()
-UNSLOTH_STEPS = (Step("runtime", runtime, reads_import=True),)
+UNSLOTH_STEPS = (Step("runtime", runtime, reads_import=True), Step("trainers", trainers, reads_import=True))

@@ -4,6 +4,11 @@ The static reading says whether an import-time reference is missing (``vulnerabl
 ``degraded`` pairs are fixed here, their broken features are in the evidence). The runtime step says what
 ``import unsloth`` did: ``ok`` (fixed), ``skew`` (vulnerable), or ``environment`` -- then the runtime side is
 ``n/a`` with its reason and the static verdict stands. A pair whose import succeeds is never vulnerable.
+
+The ``trainers`` step generates unsloth's trainer classes from zoo source after a successful import: a
+generation that fails on a zoo name (``skew``) is evidence that the pair is *degraded* -- the feature it serves
+(SFT trainer, RL trainers) is named in the reasons and in ``runtime`` -- never that it is incompatible: the
+states stay those of an import that worked.
 """
 
 from __future__ import annotations
@@ -11,6 +16,19 @@ from __future__ import annotations
 from typing import Any
 
 from probes.checks.vocabulary import GuardState, Verdict, ZooState, step, step_reason
+
+
+def trainer_skews(check: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trainers whose generation failed on a zoo name (``trainers`` step), in step order."""
+    s = step(check, "trainers")
+    rows = ((s or {}).get("result") or {}).get("trainers") if s and s.get("status") == "ok" else None
+    return [r for r in rows or [] if isinstance(r, dict) and r.get("state") == "skew"]
+
+
+def degraded_words(skews: list[dict[str, Any]]) -> str:
+    """"degraded: RL trainers (UnslothGRPOTrainer: ImportError: ...)" for the failed generations."""
+    parts = [f"{r.get('feature')} ({r.get('class')}: {r.get('reason')})" for r in skews]
+    return "degraded: generating " + "; ".join(parts)
 
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
@@ -32,6 +50,12 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
         if static == "vulnerable":
             return out(ZooState.INCONSISTENT, f"static: {why}; but import unsloth succeeded", GuardState.ERROR,
                        "the static reading says incompatible, yet import unsloth succeeded (investigate)")
+        skews = trainer_skews(check)
+        if skews:  # the import worked: a trainer that fails on zoo degrades the pair, it does not break it
+            words = degraded_words(skews)
+            runtime = "degraded: " + ", ".join(dict.fromkeys(str(r.get("feature")) for r in skews))
+            return out(ZooState.FIXED, f"import unsloth succeeded, {words}; static: {why}", GuardState.NOT_NEEDED,
+                       f"the pair imports, {words}; static: {why}")
         return out(ZooState.FIXED, f"import unsloth succeeded; static: {why}", GuardState.NOT_NEEDED,
                    f"the pair imports; {why}")
     if cls == "skew":
