@@ -192,3 +192,18 @@ def test_features_come_from_the_table() -> None:
     assert feature_of("unsloth/save.py", "save_to_gguf") == "save/GGUF"
     assert feature_of("unsloth/models/rl_replacements.py") == "RL trainers"
     assert feature_of("unsloth/models/qwen3.py") == "model family qwen3"
+
+
+def test_an_old_source_with_an_invalid_escape_is_read_even_when_warnings_are_errors() -> None:
+    # pytest runs with filterwarnings = error; "\d" in a plain string is a SyntaxWarning on Python 3.12+ and a
+    # DeprecationWarning before: neither may turn a parsable release into "cannot parse"
+    import warnings
+
+    old = tree(unsloth_zoo__init='PATTERN = "\\d+"\ndef defined(): pass\n',
+               unsloth__init='from unsloth_zoo import defined\nRE = "\\s"\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = symbol_table(old, "unsloth_zoo")
+        refs = reference_list(old, "unsloth")
+    assert table["modules"]["unsloth_zoo"] == {"names": ["PATTERN", "defined"], "unknown": [], "package": True}
+    assert refs["unparsed"] == [] and [r["path"] for r in refs["refs"]] == ["unsloth_zoo.defined"], refs

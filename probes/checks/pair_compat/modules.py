@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import warnings
+
 
 def module_of(member: str, package: str) -> tuple[str, bool] | None:
     """``(dotted module, is_package)`` of a wheel member inside ``package``, or None for any other file."""
@@ -24,3 +27,12 @@ def resolve_relative(module: str, is_package: bool, target: str | None, level: i
         return None
     base = parts[:len(parts) - (level - 1)]
     return ".".join(base + ([target] if target else []))
+
+
+def parse(text: str) -> ast.Module:
+    """``ast.parse`` of a release's source, deaf to the warnings old sources raise (an invalid escape such as
+    ``"\\d"`` is a SyntaxWarning): a caller that turns warnings into errors (pytest's ``filterwarnings = error``)
+    must not read a parsable module as unparsable."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)

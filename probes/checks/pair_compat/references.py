@@ -20,7 +20,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes.checks.pair_compat.modules import module_of, resolve_relative
+from probes.checks.pair_compat.modules import module_of, parse, resolve_relative
 
 REFS_VERSION = 1
 ZOO = "unsloth_zoo"
@@ -230,7 +230,7 @@ def reference_list(members: dict[str, str], package: str = ROOT) -> dict[str, An
         reader = _FileReader(member, *found)
         file_of[found[0]] = member
         try:
-            tree = ast.parse(members[member])
+            tree = parse(members[member])
         except (SyntaxError, ValueError) as exc:
             unparsed.append(f"{member}: {getattr(exc, 'msg', exc)}")
             continue

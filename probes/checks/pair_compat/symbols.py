@@ -21,7 +21,7 @@ import ast
 import re
 from typing import Any
 
-from probes.checks.pair_compat.modules import module_of, resolve_relative
+from probes.checks.pair_compat.modules import module_of, parse, resolve_relative
 
 TABLE_VERSION = 1
 GLOBAL_STMT = re.compile(r"^[ \t]*global[ \t]", re.M)
@@ -183,7 +183,7 @@ def read_modules(members: dict[str, str], package: str) -> dict[str, _ModuleRead
         module, is_package = found
         reader = _ModuleReader(module, is_package)
         try:
-            tree = ast.parse(text)
+            tree = parse(text)
         except (SyntaxError, ValueError) as exc:
             reader.unknown.append(f"{member}: cannot parse ({getattr(exc, 'msg', exc)})")
         else:
