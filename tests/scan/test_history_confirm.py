@@ -138,3 +138,35 @@ def test_an_inconsistent_pair_has_its_own_colour() -> None:
     doc["pairs"][0] = merge(doc["pairs"][0], Outcome("imports", "import unsloth succeeded", 1.0), "boundary")
     assert "background:#6a1b9a" in heatmap(doc) and "inconsistent 1" in markdown(doc)
     assert "inconsistent" not in markdown(document()).split("\n")[2]  # no zero count without a confirmation
+
+
+def test_the_in_env_entry_classifies_the_import_with_the_checks_rule(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A made-up unsloth whose import fails on a zoo name inside a wrapper: ``skew``, the innermost message."""
+    import json
+    import sys
+
+    from probes.checks.pair_compat import confirm as entry
+
+    (tmp_path / "unsloth").mkdir()
+    (tmp_path / "unsloth_zoo").mkdir()
+    (tmp_path / "unsloth_zoo" / "__init__.py").write_text("")
+    (tmp_path / "unsloth_zoo" / "loss.py").write_text("a = 1\n")
+    (tmp_path / "unsloth" / "__init__.py").write_text(
+        "try:\n    from unsloth_zoo.loss import gone\nexcept ImportError as e:\n"
+        "    raise ImportError('Unsloth: Please install unsloth_zoo') from e\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("unsloth", "unsloth_zoo", "unsloth_zoo.loss"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert entry.main(["--out", str(tmp_path / "out.json")]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert (got["imported"], got["class"]) == (False, "skew")
+    assert got["reason"].startswith("ImportError: cannot import name 'gone' from 'unsloth_zoo.loss'")
+    assert [e["link"] for e in got["chain"]] == ["raised", "__cause__"]
+    (tmp_path / "unsloth" / "__init__.py").write_text("from unsloth_zoo.loss import a\n")
+    for name in ("unsloth", "unsloth_zoo", "unsloth_zoo.loss"):
+        sys.modules.pop(name, None)
+    assert entry.import_once() == {"imported": True, "class": "ok", "reason": "import unsloth succeeded",
+                                   "chain": []}
+    for name in ("unsloth", "unsloth_zoo", "unsloth_zoo.loss"):
+        sys.modules.pop(name, None)
