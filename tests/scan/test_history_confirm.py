@@ -170,3 +170,27 @@ def test_the_in_env_entry_classifies_the_import_with_the_checks_rule(tmp_path: P
                                    "chain": []}
     for name in ("unsloth", "unsloth_zoo", "unsloth_zoo.loss"):
         sys.modules.pop(name, None)
+
+
+def test_the_history_bench_writes_both_runs_against_the_targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from matrix.scan.history import history_bench
+
+    seen: list[tuple[list[str], str]] = []
+
+    def timed(argv: list[str], env: dict[str, str], log: Path) -> dict:
+        folder = Path(argv[argv.index("-o") + 1])
+        seen.append((argv, env["SKEWMATRIX_CACHE"]))
+        (folder / "history.json").write_text(json.dumps({"pairs": [{}] * 3, "stats": {"peak_rss_mib": 99.0}}))
+        return {"seconds": 700.0 if "cold" in log.name else 12.5, "returncode": 0}
+
+    monkeypatch.setattr(history_bench, "timed", timed)
+    assert history_bench.bench_history(["history", "--no-scan"], tmp_path) == 0
+    got = json.loads((tmp_path / "bench-history.json").read_text())
+    assert (got["cold"]["met"], got["warm"]["met"]) == (False, True)  # 700 s > 600 s; 12.5 s < 60 s
+    assert got["warm"]["peak_rss_mib"] == 99.0 and got["cold"]["pairs"] == 3
+    assert seen[0][1] == seen[1][1] and "--no-scan" in seen[0][0]  # the warm run reuses the cold run's cache
+    out = capsys.readouterr().out
+    assert "cold 700.0 s (target < 600 s: NOT met)" in out and "warm 12.5 s (target < 60 s: met)" in out

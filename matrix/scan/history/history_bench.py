@@ -2,8 +2,9 @@
 
 Cold is ``python -m matrix history`` with a fresh, empty cache directory (``$SKEWMATRIX_CACHE``: index pages,
 wheel extracts, the scan columns' cache); warm is the same command again on that cache. Each runs in a child
-process, the command a user runs, so its seconds and peak RSS are its own (``os.wait4`` gives a child's
-resource usage). Targets: cold under 600 s on 2 cores, warm under 60 s. Written to ``bench-history.json``.
+process (through ``matrix.envs.envrun``), the command a user runs, so its seconds are its own; its peak RSS is
+the one the history records of its own process (``stats.peak_rss_mib``). Targets: cold under 600 s on 2 cores,
+warm under 60 s. Written to ``bench-history.json``.
 """
 
 from __future__ import annotations
@@ -11,28 +12,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from matrix.envs import envrun
 from matrix.scan.cache import write_atomic
 from matrix.spec.settings import CACHE_ENV, REPO_ROOT
 
 TARGETS_S = {"cold": 600.0, "warm": 60.0}
+TIMEOUT_S = 3600
 
 
 def timed(argv: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
-    """Run ``argv`` (output to ``log``); its wall seconds, exit status and peak RSS in MiB."""
+    """Run ``argv`` through the env runner (output to ``log``); its wall seconds and exit status."""
     t0 = time.monotonic()
-    with log.open("w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {"seconds": round(time.monotonic() - t0, 1), "returncode": proc.returncode,
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}  # KiB on Linux
+    ran = envrun.run(argv, cwd=REPO_ROOT, env=env, timeout=TIMEOUT_S, log=log)
+    return {"seconds": round(time.monotonic() - t0, 1), "returncode": -1 if ran.returncode is None else ran.returncode}
 
 
 def verdict(label: str, seconds: float, returncode: int) -> str:
@@ -60,6 +58,7 @@ def bench_history(argv: list[str], out: Path) -> int:
                         Path(tmp) / f"{label}.log")
             doc_file = folder / "history.json"
             doc = json.loads(doc_file.read_text()) if doc_file.is_file() else {}
+            got["peak_rss_mib"] = doc.get("stats", {}).get("peak_rss_mib")
             figures[label] = {**got, "met": got["returncode"] == 0 and got["seconds"] < TARGETS_S[label],
                               "pairs": len(doc.get("pairs", [])), "stats": doc.get("stats", {}),
                               "log_tail": (Path(tmp) / f"{label}.log").read_text()[-1500:] if got["returncode"] else ""}

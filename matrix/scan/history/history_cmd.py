@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 from pathlib import Path
 
 from matrix.errors import EXIT_OK
@@ -50,6 +51,7 @@ def main(argv: list[str], out: Path) -> int:
                              workers=args.workers, offline=args.offline, scan=args.scan))
     if args.confirm:
         doc = confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print)
+    doc["stats"]["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB
     for path in write(doc, args.output or out):
         print(f"wrote {path}")
     for line in doc["lines"][-5:]:
