@@ -12,6 +12,7 @@ Reads a handful of wheels (range reads of the large ones, into the shared scan c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,65 @@ def test_the_gate_fails_a_release_whose_floor_admits_an_incompatible_zoo() -> No
     lines: list[str] = []
     assert structural_gate("2025.3.10", lines.append, upto="2025.3.9") is True
     assert any("zoo 2025.3.8: incompatible" in x and "_unsloth_get_batch_samples" in x for x in lines)
+
+
+# ---------------------------------------------------------------- --confirm: three pairs installed and imported on CPU
+# Read by hand from the wheels:
+# * unsloth 2026.10.9 x zoo 2026.10.9: every reference resolves (compatible), and `import unsloth` succeeds on CPU
+#   with UNSLOTH_ALLOW_CPU=1 (the default matrix's cells);
+# * unsloth 2026.10.9 x zoo 2026.10.8: degraded (zoo 2026.10.8 lacks `unsloth_zoo.cpu`, reached only on the
+#   `except _CPUBackendSelected` branch of `unsloth/__init__.py`, which UNSLOTH_ALLOW_CPU=1 does not select, and
+#   `fused_losses.fused_linear` and friends, imported inside functions): the import succeeds, so the two sides of
+#   the one change of verdict on that row agree with the runtime;
+# * unsloth 2026.5.1 x zoo 2026.10.9 (what a plain install resolves): zoo answers DEVICE_TYPE "cuda" under
+#   UNSLOTH_ALLOW_CPU=1, and `unsloth/__init__.py` then calls `torch.cuda.get_device_capability()` at import: no
+#   accelerator on a CPU host, so the runtime side is n/a and the static verdict stands (static-only).
+CONFIRM_RUNS = {"newest-boundary": ("==2026.10.9", ">=2026.10.8"), "old-with-newest": ("==2026.5.1", "==2026.10.9")}
+
+
+def history(uns: str, zoo: str, folder: Path, cache: Path) -> tuple[dict, str]:
+    proc = subprocess.run([sys.executable, "-m", "matrix", "history", "--unsloth", uns, "--zoo", zoo, "--no-scan",
+                           "--confirm", "-o", str(folder)], cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                          check=False, env={**os.environ, "SKEWMATRIX_CACHE": str(cache)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads((folder / "history.json").read_text()), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def confirmed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, str, Path]]:
+    cache = tmp_path_factory.mktemp("cache")
+    out = {}
+    for name, (uns, zoo) in CONFIRM_RUNS.items():
+        folder = tmp_path_factory.mktemp(name)
+        out[name] = (*history(uns, zoo, folder, cache), folder)
+    out["rerun"] = (*history(*CONFIRM_RUNS["newest-boundary"], tmp_path_factory.mktemp("rerun"), cache), cache)
+    return out
+
+
+def test_confirm_installs_both_sides_of_the_boundary_and_the_import_agrees(confirmed: dict) -> None:
+    doc, log, folder = confirmed["newest-boundary"]
+    by = {p["zoo"]: p for p in doc["pairs"]}
+    assert (by["2026.10.9"]["verdict"], by["2026.10.8"]["verdict"]) == ("compatible", "degraded")
+    for zoo in ("2026.10.9", "2026.10.8"):
+        p = by[zoo]
+        assert (p["runtime"]["outcome"], p["confirmed_by"], p["confirm_why"]) == ("imports", "runtime", "boundary")
+        assert p["runtime"]["versions"]["unsloth"] == "2026.10.9" and p["runtime"]["versions"]["unsloth_zoo"] == zoo
+    assert log.index("confirm [1/2] unsloth 2026.10.9 x zoo 2026.10.9 (boundary): static compatible, runtime "
+                     "imports") < log.index("confirm [2/2] unsloth 2026.10.9 x zoo 2026.10.8 (boundary): static "
+                                            "degraded, runtime imports")
+    assert "## Confirmed at runtime" in (folder / "history.md").read_text()
+    assert (folder / "history.html").read_text().count('<td class="rt"') == 2
+
+
+def test_an_unsloth_that_asks_cuda_at_import_is_na_and_the_static_verdict_stands(confirmed: dict) -> None:
+    doc, log, _ = confirmed["old-with-newest"]
+    p = doc["pairs"][0]
+    assert (p["runtime"]["outcome"], p["confirmed_by"], p["verdict"]) == ("n/a", "static-only", p["static_verdict"])
+    assert p["runtime"]["reason"].startswith("no accelerator: ")
+    assert "confirm [1/1] unsloth 2026.5.1 x zoo 2026.10.9 (class)" in log
+
+
+def test_a_rerun_builds_nothing_and_every_env_was_deleted(confirmed: dict) -> None:
+    doc, log, cache = confirmed["rerun"]
+    assert log.count(", cached)") == 2 and [p["confirmed_by"] for p in doc["pairs"]] == ["runtime", "runtime"]
+    assert not list((cache / "history-confirm" / "envs").iterdir())

@@ -10,6 +10,8 @@ index client, fetcher and cache (``matrix.scan``), one analysis per release dige
 * ``history_run``: the run as one document; ``history_page``: Markdown and the HTML heatmap;
 * ``history_cmd``: the command (``main(argv) -> int``);
 * ``structural``: the gate's and pinned's structural verdict for one unsloth release.
+* ``history_confirm``: ``--confirm``, the boundary pairs and one pair per class installed and imported on CPU;
+* ``history_bench``: ``nox -s bench -- history``, the cold and the warm history against their targets.
 """
 
 from matrix.scan.history.history_cmd import main

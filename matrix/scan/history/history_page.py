@@ -9,9 +9,11 @@ from typing import Any
 
 from packaging.version import Version
 
-COLOURS = {"compatible": "#2e7d32", "degraded": "#f9a825", "incompatible": "#c62828", "unknown": "#9e9e9e"}
-MARK = {"compatible": "✓", "degraded": "~", "incompatible": "✗", "unknown": "?"}
+COLOURS = {"compatible": "#2e7d32", "degraded": "#f9a825", "incompatible": "#c62828", "unknown": "#9e9e9e",
+           "inconsistent": "#6a1b9a"}  # inconsistent: only after --confirm, static and runtime disagree
+MARK = {"compatible": "✓", "degraded": "~", "incompatible": "✗", "unknown": "?", "inconsistent": "!"}
 PLAIN = "what a plain install gets today"
+RUNTIME_MARK = "outlined: confirmed at runtime (--confirm)"
 
 
 def _grid(doc: dict[str, Any]) -> tuple[list[str], list[str], dict[tuple[str, str], dict[str, Any]]]:
@@ -24,7 +26,7 @@ def markdown(doc: dict[str, Any]) -> str:
     counts = Counter(p["verdict"] for p in doc["pairs"])
     newest = doc.get("newest_zoo")
     out = [f"# History: {len(doc['unsloth'])} unsloth x {len(doc['zoo'])} zoo releases ({doc['check']})", "",
-           "Verdicts: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in COLOURS)
+           "Verdicts: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in COLOURS if v != "inconsistent" or counts[v])
            + f"; {doc['stats']['classes']} equivalence classes; {doc['stats']['seconds']} s.", ""]
     out += [f"Newest zoo release: {newest} ({PLAIN}).", "", "## Per unsloth release", ""]
     out += [f"- {line}" for line in doc["lines"]]
@@ -47,8 +49,36 @@ def markdown(doc: dict[str, Any]) -> str:
         else:
             c = Counter(col["zoo"].values())
             out.append(f"- {cid}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())))
-    out += ["", f"Runtime: {doc['runtime']}", ""]
+    out += ["", f"Runtime: {doc['runtime']}", "", *confirmed_section(doc)]
     return "\n".join(out)
+
+
+def runtime_text(p: dict[str, Any]) -> str:
+    """A confirmed pair's runtime side in words (empty for a pair not confirmed)."""
+    rt = p.get("runtime")
+    if not rt:
+        return ""
+    why = "" if rt["outcome"] == "imports" else f": {rt['reason']}"
+    return f"runtime {rt['outcome']}{why} (confirmed_by {p['confirmed_by']})"
+
+
+def confirmed_section(doc: dict[str, Any]) -> list[str]:
+    """The "confirmed at runtime" section: one row per confirmed pair, newest first (none without --confirm)."""
+    done = [p for p in doc["pairs"] if p.get("runtime")]
+    if "confirm" not in doc:
+        return []
+    out = ["## Confirmed at runtime", "", f"{doc['runtime']} (at most {doc['confirm']['max']}, newest first).", ""]
+    if doc["confirm"].get("na"):
+        out += [doc["confirm"]["na"], ""]
+    if not done:
+        return [*out, "No pair picked (no change of verdict and no class in the window).", ""]
+    out += ["| unsloth | zoo | picked as | static | runtime | confirmed by | reason |", "|---|---|---|---|---|---|---|"]
+    for p in sorted(done, key=lambda p: (Version(p["unsloth"]), Version(p["zoo"])), reverse=True):
+        rt = p["runtime"]
+        reason = rt["reason"].replace("|", "\\|").replace("\n", " ")[:200]
+        out.append(f"| {p['unsloth']} | {p['zoo']} | {p['confirm_why']} | {p['static_verdict']} | {rt['outcome']} | "
+                   f"{p['confirmed_by']} | {reason} |")
+    return [*out, ""]
 
 
 def heatmap(doc: dict[str, Any]) -> str:
@@ -69,8 +99,11 @@ def heatmap(doc: dict[str, Any]) -> str:
             names = ", ".join(m["name"] for m in p.get("missing", [])[:4]) or p.get("reason", "")
             tip = f"unsloth {u} x zoo {z}: {p['verdict']}" + (f"; missing {names}" if names else "") + (
                 "" if p.get("admitted") else "; not admitted by a plain install")
+            rt = runtime_text(p)
+            tip += f"; static {p['static_verdict']}, {rt}" if rt else ""
             style = f"background:{COLOURS[p['verdict']]}" + ("" if p.get("admitted") else ";opacity:.55")
-            tds.append(f'<td style="{style}" title="{esc(tip)}">{MARK[p["verdict"]]}</td>')
+            mark = ' class="rt"' if rt else ""
+            tds.append(f'<td{mark} style="{style}" title="{esc(tip)}">{MARK[p["verdict"]]}</td>')
         rows.append(f"<tr><th>{esc(u)}</th>{''.join(tds)}</tr>")
     legend = " ".join(f'<span style="background:{c};padding:2px 6px;color:#fff">{MARK[v]} {v}</span>'
                       for v, c in COLOURS.items())
@@ -79,9 +112,10 @@ def heatmap(doc: dict[str, Any]) -> str:
 <style>body{{font-family:sans-serif}} table{{border-collapse:collapse;font-size:11px}}
 td{{width:14px;height:14px;text-align:center;color:#fff;border:1px solid #fff}}
 th.z{{height:90px;vertical-align:bottom}} th.z span{{writing-mode:vertical-rl;transform:rotate(180deg)}}
-th.plain{{background:#1565c0;color:#fff}}</style></head><body>
+th.plain{{background:#1565c0;color:#fff}} td.rt{{outline:2px solid #000;outline-offset:-2px}}</style></head><body>
 <h1>unsloth x unsloth_zoo: {len(uns)} x {len(zoo)} releases</h1>
-<p>{legend} — faded: a plain install does not admit the pair. ★ column (zoo {esc(str(newest))}): {PLAIN}.</p>
+<p>{legend} — faded: a plain install does not admit the pair; {RUNTIME_MARK}. ★ column (zoo {esc(str(newest))}):
+{PLAIN}.</p>
 <table><tr><th>unsloth \\ zoo</th>{head}</tr>{''.join(rows)}</table>
 <h2>Per unsloth release</h2><ul>{lines}</ul></body></html>
 """

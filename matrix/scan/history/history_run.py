@@ -111,8 +111,8 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
         "zoo": [{k: v for k, v in z.items() if k != "table"} | {
             "modules": len((z["table"] or {}).get("modules", {}))} for z in zrows],
         "pairs": judged["pairs"], "classes": judged["classes"], "lines": lines, "scan": scans,
-        "runtime": ("n/a: runtime confirmation runs in cells (the check's `runtime` step records `import "
-                    "unsloth` with its exception chain); the history itself is static"),
+        "runtime": ("static only: `--confirm` installs the boundary pairs and one pair per equivalence class "
+                    "and imports unsloth on CPU; cells record `import unsloth` with its exception chain"),
         "warnings": list(index.warnings),
         "stats": {**fetcher.stats, "seconds": round(time.monotonic() - started, 2),
                   "classes": len(judged["classes"]), "pairs": len(judged["pairs"])},

@@ -1,0 +1,209 @@
+"""Runtime confirmation of the history (``--confirm``): a few pairs installed for real and imported on CPU.
+
+Which pairs (:func:`pick`): per unsloth release, both sides of every change of verdict along the zoo axis
+(``boundary``), plus one pair of each equivalence class that no boundary pair already stands for
+(``class``); newest first (unsloth, then zoo), at most ``--confirm-max``. Each is installed into a fresh uv
+env (``unsloth==U`` and ``unsloth_zoo==Z``, both forced by an override, so a pair the floor refuses still
+installs), and the pair reader's in-env entry (``<reader>.confirm``, on PYTHONPATH through
+``matrix.envs.envrun``) runs ``import unsloth`` there the way a cell's unsloth process does on CPU
+(``UNSLOTH_ALLOW_CPU=1``, offline, no accelerator visible), classifying a failure with the check's own rule.
+The env is deleted after each pair; the outcome is cached per (unsloth wheel, zoo wheel, reader code), so a
+rerun builds nothing.
+
+Per confirmed pair: ``runtime.outcome`` ``imports`` / ``skew`` (an ImportError or AttributeError naming zoo;
+the innermost message) / ``n/a`` (the environment: an unsloth that asks for an accelerator at import, an
+install that fails; with the reason), and ``confirmed_by`` (:func:`merge`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from matrix.envs import envrun
+from matrix.scan.cache import write_atomic
+from matrix.scan.confirm import INSTALL_TIMEOUT_S, PYTHON, RUN_TIMEOUT_S
+from matrix.scan.history import grid, readers
+
+DEFAULT_MAX = 12
+ENTRY = "confirm"  # the in-env module of the pair reader's package
+OUTCOMES = ("imports", "skew", "n/a")
+CPU_ENV = {"UNSLOTH_ALLOW_CPU": "1", "CUDA_VISIBLE_DEVICES": ""}  # a cell's allow-cpu unsloth process, on CPU
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``import unsloth`` did in a pair's env (``outcome`` one of :data:`OUTCOMES`)."""
+
+    outcome: str
+    reason: str
+    seconds: float
+    versions: dict[str, str | None] | None = None
+    cacheable: bool = True  # a failed install or a timeout is not the pair's answer: tried again next run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "reason": self.reason, "seconds": round(self.seconds, 1),
+                "versions": self.versions}
+
+
+def _newest_first(pair: tuple[str, str]) -> tuple[Version, Version]:
+    return Version(pair[0]), Version(pair[1])
+
+
+def boundaries(pairs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """Per unsloth release, the pairs on both sides of each change of verdict along the zoo axis."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for p in pairs:
+        rows.setdefault(p["unsloth"], []).append(p)
+    out: set[tuple[str, str]] = set()
+    for u, row in rows.items():
+        for a, b in itertools.pairwise(sorted(row, key=lambda p: Version(p["zoo"]))):
+            if a["verdict"] != b["verdict"]:
+                out |= {(u, a["zoo"]), (u, b["zoo"])}
+    return out
+
+
+def pick(pairs: list[dict[str, Any]], max_n: int) -> list[tuple[str, str, str]]:
+    """``(unsloth, zoo, why)`` to confirm, newest first, at most ``max_n``: the boundary pairs, and the newest
+    pair of every equivalence class none of them belongs to."""
+    edge = boundaries(pairs)
+    covered = {p["class"] for p in pairs if (p["unsloth"], p["zoo"]) in edge}
+    reps: dict[str, tuple[str, str]] = {}
+    for p in pairs:
+        c, key = p.get("class"), (p["unsloth"], p["zoo"])
+        if c is not None and c not in covered and (c not in reps or _newest_first(key) > _newest_first(reps[c])):
+            reps[c] = key
+    chosen = dict.fromkeys(edge, "boundary") | dict.fromkeys(reps.values(), "class")
+    ordered = sorted(chosen, key=_newest_first, reverse=True)[:max(0, max_n)]
+    return [(u, z, chosen[(u, z)]) for u, z in ordered]
+
+
+def merge(pair: dict[str, Any], rt: Outcome, why: str) -> dict[str, Any]:
+    """The pair after confirmation. ``runtime``: the outcome agrees with the static verdict (``imports`` with
+    compatible/degraded, ``skew`` with incompatible), or decides a static ``unknown`` (a skew makes it
+    ``incompatible``). ``inconsistent``: they disagree; the pair's verdict becomes ``inconsistent``, so a pair
+    whose import succeeds is never ``incompatible``. ``static-only``: the runtime side is ``n/a``."""
+    static = pair["verdict"]
+    out = {**pair, "static_verdict": static, "runtime": rt.to_dict(), "confirm_why": why}
+    if rt.outcome == "n/a":
+        return {**out, "confirmed_by": "static-only"}
+    if static == "unknown":
+        return {**out, "confirmed_by": "runtime", "verdict": "incompatible" if rt.outcome == "skew" else static}
+    agrees = (rt.outcome == "skew") == (static == "incompatible")
+    if agrees:
+        return {**out, "confirmed_by": "runtime"}
+    return {**out, "confirmed_by": "inconsistent", "verdict": "inconsistent",
+            "reason": f"INCONSISTENT: static says {static}; import unsloth {rt.outcome}: {rt.reason}"}
+
+
+def entry_module(reader: str) -> str | None:
+    """The reader package's in-env entry (``<reader>.confirm``), or None when the reader has none."""
+    name = f"{reader}.{ENTRY}"
+    return name if find_spec(name) is not None else None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def run_pair(unsloth: str, zoo: str, workdir: Path, *, entry: str, python: str = PYTHON) -> Outcome:
+    """Install the pair into a fresh env under ``workdir``, run ``entry`` there on CPU, delete the env."""
+    t0 = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix=f"pair-{unsloth}-{zoo}-", dir=workdir))
+    env_dir = root / "env"
+    try:
+        res = envrun.create_env(env_dir, python)
+        if not res.ok:
+            return Outcome("n/a", f"uv venv failed: {res.tail(3)}", time.monotonic() - t0, cacheable=False)
+        py = env_dir / "bin" / "python"
+        pins = [f"unsloth=={unsloth}", f"unsloth_zoo=={zoo}"]
+        res = envrun.install(py, pins, pins, root / "overrides.txt", INSTALL_TIMEOUT_S, quiet=True)
+        if not res.ok:
+            return Outcome("n/a", f"uv pip install {' '.join(pins)} failed (exit {res.returncode}): {res.tail(3)}",
+                           time.monotonic() - t0, cacheable=False)
+        scratch = root / "work"
+        scratch.mkdir()
+        result = root / "import.json"
+        ran = envrun.run([str(py), "-m", entry, "--out", str(result)], cwd=scratch, timeout=RUN_TIMEOUT_S,
+                         env=envrun.clean_env(envrun.probes_path(root), **CPU_ENV))
+        got = _read(result)
+        if ran.returncode is None:
+            return Outcome("n/a", f"import unsloth timed out after {RUN_TIMEOUT_S} s", time.monotonic() - t0,
+                           cacheable=False)
+        if got is None:
+            return Outcome("n/a", f"the import process died (exit {ran.returncode}): {ran.tail(3)}",
+                           time.monotonic() - t0)
+        outcome = {"ok": "imports", "skew": "skew"}.get(got.get("class", ""), "n/a")
+        return Outcome(outcome, str(got.get("reason", "")), time.monotonic() - t0, got.get("versions"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+Runner = Callable[[str, str, Path], Outcome]
+
+
+def _cache_file(folder: Path, u_sha: str | None, z_sha: str | None, key: str) -> Path | None:
+    if not u_sha or not z_sha:
+        return None
+    return folder / f"{hashlib.sha256(f'{u_sha}-{z_sha}-{key}-{PYTHON}'.encode()).hexdigest()[:24]}.json"
+
+
+def confirm(doc: dict[str, Any], *, max_n: int, cache: Path, log: Callable[[str], None],
+            runner: Runner | None = None) -> dict[str, Any]:
+    """``doc`` (the history document) with the picked pairs confirmed, its lines redone and a ``confirm``
+    summary; ``runner`` is the runtime check (tests may pass theirs)."""
+    _, t = readers.pair_target()
+    folder = cache / "history-confirm"
+    workdir = folder / "envs"
+    picked = pick(doc["pairs"], max_n)
+    entry = entry_module(t.reader)
+    summary: dict[str, Any] = {"max": max_n, "picked": len(picked), "confirmed_by": {}}
+    if entry is None:
+        summary["na"] = f"n/a: the pair reader {t.reader} has no in-env entry ({ENTRY}.py)"
+    if runner is None and entry is not None:
+        def runner(u: str, z: str, w: Path) -> Outcome:
+            return run_pair(u, z, w, entry=entry)
+    sha = {("u", r["version"]): r.get("sha256") for r in doc["unsloth"]} | {
+        ("z", r["version"]): r.get("sha256") for r in doc["zoo"]}
+    key = readers.reader_key(t)
+    by_key = {(p["unsloth"], p["zoo"]): i for i, p in enumerate(doc["pairs"])}
+    pairs = list(doc["pairs"])
+    for k, (u, z, why) in enumerate(picked, 1):
+        cached = _cache_file(folder, sha[("u", u)], sha[("z", z)], key)
+        old = _read(cached) if cached is not None else None
+        if old is not None:
+            rt = Outcome(old["outcome"], old["reason"], old["seconds"], old.get("versions"))
+        elif runner is None:
+            rt = Outcome("n/a", summary["na"], 0.0, cacheable=False)
+        else:
+            workdir.mkdir(parents=True, exist_ok=True)
+            rt = runner(u, z, workdir)
+            if cached is not None and rt.cacheable:
+                write_atomic(cached, json.dumps(rt.to_dict()))
+        i = by_key[(u, z)]
+        pairs[i] = merge(pairs[i], rt, why)
+        summary["confirmed_by"][pairs[i]["confirmed_by"]] = summary["confirmed_by"].get(
+            pairs[i]["confirmed_by"], 0) + 1
+        log(f"confirm [{k}/{len(picked)}] unsloth {u} x zoo {z} ({why}): static {pairs[i]['static_verdict']}, "
+            f"runtime {rt.outcome} -> {pairs[i]['confirmed_by']} ({rt.seconds:.1f} s{', cached' if old else ''})"
+            + (f": {rt.reason[:160]}" if rt.outcome != "imports" else ""))
+    lines = [grid.release_line(u["version"], pairs) for u in doc["unsloth"]]
+    runtime = (f"{len(picked)} pair(s) confirmed by `import unsloth` on CPU in a throwaway env: "
+               + (", ".join(f"{v} {n}" for v, n in sorted(summary["confirmed_by"].items())) or "none"))
+    return {**doc, "pairs": pairs, "lines": lines, "confirm": summary, "runtime": runtime}
+
