@@ -186,6 +186,10 @@ def cmd_bench(args: argparse.Namespace, run: Run) -> int:
         from matrix.cli import bench
 
         return bench.scan(argv, out=run.out)
+    if argv[:1] == ["history"]:
+        from matrix.scan.history.history_bench import bench_history
+
+        return bench_history(argv, out=run.out)
     p = _Parser(prog="nox -s bench --", description=COMMANDS["bench"][0], epilog=epilog("bench"))
     add_bench_arguments(p)
     parsed = parse(p, argv)
