@@ -162,14 +162,17 @@ def run(device: str, torch_compile: bool) -> dict[str, Any]:
             import trl  # noqa: F401
         except Exception as exc:
             raise NotApplicable(f"trl not usable ({type(exc).__name__}: {exc})") from exc
-        try:  # TRL 0.24 imports mergekit with its GRPOTrainer: without it no GRPO run exists on this stack
+        # TRL 0.24 under transformers >= 5 takes mergekit for installed (transformers' package check answers a
+        # truthy tuple there) and imports it with its GRPOTrainer. unsloth's import fixes patch that check; this
+        # route runs zoo's loss without unsloth, so on such a stack it has no GRPO run.
+        try:
             from trl import GRPOTrainer  # noqa: F401
         except Exception as exc:
             cause = exc
             while cause.__cause__ is not None:
                 cause = cause.__cause__
-            raise RouteUnavailable(f"this stack cannot import TRL's GRPOTrainer ({type(cause).__name__}: "
-                                   f"{str(cause)[:200]})") from exc
+            raise RouteUnavailable(f"this stack cannot import TRL's GRPOTrainer without unsloth "
+                                   f"({type(cause).__name__}: {str(cause)[:200]})") from exc
         r = train_once(zoo_loss)
         if r["outcome"] == "crash" and not r["steps"]:
             # Our GRPO route never completed a step on this stack (seen: TRL 0.18 hands the loss no count; TRL

@@ -48,12 +48,15 @@ def _reach(state: GuardState, train: Training | None, raw: dict[str, Any] | None
     if state is GuardState.MISSING and unavailable:
         trl = ((raw or {}).get("versions") or {}).get("trl")
         if _trl_counts_before_the_mask(trl):
-            return Reach.LATENT, (f"no GRPO run exists on this cell's stack: {unavailable}; where one runs, "
+            return Reach.LATENT, (f"the check's own GRPO run (zoo's loss, no unsloth) cannot run on this cell's "
+                                  f"stack: {unavailable}; where one runs (through unsloth, whose import fixes may "
+                                  "make the trainer importable), "
                                   f"the stack's TRL {trl} counts the completion tokens before "
                                   "mask_truncated_completions (TRL < 1.9 does), so a fully truncated batch sends a "
                                   "positive count; a TRL >= 1.9 counts after the mask, sends 0, and the loss is "
                                   "0 / 0")
-        return Reach.UNKNOWN, (f"no GRPO run exists on this cell's stack ({unavailable}), and its TRL {trl} would "
+        return Reach.UNKNOWN, (f"the check's own GRPO run cannot run on this cell's stack ({unavailable}), and its "
+                               f"TRL {trl} would "
                                "count after the truncation mask; treated as exposed")
     r, text = reach(state, train, FAULT, SENT)
     if r is Reach.LATENT and state is GuardState.MISSING and train is not None:

@@ -254,13 +254,14 @@ def test_missing_reach_is_decided_by_the_count_the_stack_sent() -> None:
 
 
 def test_a_stack_that_cannot_import_grpotrainer_is_latent_only_where_its_trl_counts_before_the_mask() -> None:
-    """TRL 0.24.0 imports mergekit with its GRPOTrainer: no GRPO run exists on such a stack. Its TRL counts
+    """TRL 0.24.0 under transformers 5 imports mergekit with its GRPOTrainer: the check's run cannot run on such a
+    stack. Its TRL counts
     before the truncation mask (< 1.9), so the kernel's 0 / 0 is not reached there: latent; a TRL >= 1.9
     stack that cannot run would count after the mask, so that says nothing: unknown (treated as exposed)."""
     from probes.checks.grpo_normalizer_nan.verdict import _reach
     from probes.checks.vocabulary import GuardState, Reach
 
-    why = "this stack cannot import TRL's GRPOTrainer (ModuleNotFoundError: No module named 'mergekit')"
+    why = "this stack cannot import TRL's GRPOTrainer without unsloth (ModuleNotFoundError: No module named 'mergekit')"
     old = {"unavailable": why, "versions": {"trl": "0.24.0"}}
     r, text = _reach(GuardState.MISSING, None, old)
     assert r is Reach.LATENT and "mergekit" in text and "TRL 0.24.0" in text
