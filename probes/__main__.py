@@ -15,6 +15,10 @@ The probe JSON holds ``checks: {id: {"static": ..., "steps": [...]}}``; each ste
 ``ok``/``error``/``crash``/``timeout``/``skipped``, its seconds, the process that ran it, and its result.
 After a process that hung, the next one is skipped to keep the cell within its time budget.
 ``--phases raw`` runs only the static and raw steps (the scan's runtime confirmation).
+Timings: ``static_s``, ``torch_import_s``, ``phases_s`` (every phase process, start to end), ``process_s``
+(each process's wall seconds; forked, they overlap), ``import_unsloth_s``, ``waited_for_raw_s``, and each
+step's ``seconds``. ``raw_reuse``: whether the raw findings were stored by another cell of the run with the
+same inputs (``probes.rawcache``).
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ def _steps(phase: dict[str, Any] | None, check_id: str, names: list[str], log: P
                       log_tail=_tail(log))
         else:
             st.update(status="ok", result=part, seconds=part.get("seconds", 0.0))
+        if part is not None and part.get("reused_from") is not None:  # another cell's raw findings
+            st["reused_from"] = part["reused_from"]
         out.append(st)
     return out
 
@@ -146,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     phases = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout, selected,
                     raw_only, cpu_backend=third)
     raw, uns, cpu = phases["raw"], phases.get("unsloth"), phases.get(CPU_BACKEND)
+    # Each process's wall seconds (forked, they overlap) and whether the raw findings were another cell's.
+    report["process_s"] = {name: phase["seconds"] for name, phase in phases.items() if phase is not None}
+    report["raw_reuse"] = (raw.get("result") or {}).get("reuse") if raw is not None else None
     for phase, keys in ((uns, ("import_unsloth_s", "waited_for_raw_s")), (cpu, (CPU_BACKEND_IMPORT_KEY,))):
         for key in keys:
             if phase is not None and isinstance(phase.get("result"), dict) and key in phase["result"]:

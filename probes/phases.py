@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probes import checks, handoff
+from probes import checks, handoff, rawcache
 from probes.common import error_text, exception_chain, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
@@ -113,17 +113,23 @@ def _check_names(selected: tuple[str, ...] | None) -> list[str]:
 
 def run_raw(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
             selected: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Every check's raw steps, in a process that never imports unsloth."""
-    out: dict[str, Any] = {"checks": {}}
-    for name in _check_names(selected):
-        info = checks.info(name)
-        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
-        try:
-            steps = _run_steps(checks.phases_module(name).RAW_STEPS, ctx)
-        except Exception as exc:  # the check's phases module itself did not import
-            steps, ctx.shared = {}, {"error": error_text(exc)}
-        out["checks"][info.id] = {"steps": steps, "shared": ctx.shared}
-    return out
+    """Every check's raw steps, in a process that never imports unsloth; or, when the harness handed a raw
+    cache (``--raw-cache``), the findings another cell of the run stored for the same inputs
+    (``probes.rawcache``)."""
+    def compute() -> dict[str, Any]:
+        out: dict[str, Any] = {"checks": {}}
+        for name in _check_names(selected):
+            info = checks.info(name)
+            ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
+            try:
+                steps = _run_steps(checks.phases_module(name).RAW_STEPS, ctx)
+            except Exception as exc:  # the check's phases module itself did not import
+                steps, ctx.shared = {}, {"error": error_text(exc)}
+            out["checks"][info.id] = {"steps": steps, "shared": ctx.shared}
+        return out
+
+    given = handoff.given()
+    return rawcache.run_or_reuse(given.raw_cache, given.cell, compute)
 
 
 def _read_raw(workdir: Path) -> dict[str, Any]:
