@@ -297,17 +297,21 @@ def wait_forked(name: str, pid: int, workdir: Path, started: float, timeout: flo
 
 def run_all_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
                    timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
-                   cpu_backend: bool = False) -> dict[str, dict[str, Any] | None]:
+                   cpu_backend: bool = False, meanwhile: Callable[[], None] | None = None,
+                   ) -> dict[str, dict[str, Any] | None]:
     """Every phase at once: unsloth's imports overlap zoo's raw import; the behaviour tests in the
-    unsloth phase then wait for the raw phase's findings (``raw.done``). Phase name -> its outcome
-    (None: killed or not run because the raw phase timed out)."""
+    unsloth phase then wait for the raw phase's findings (``raw.done``). ``meanwhile`` runs in this
+    process once they are started (the static detectors). Phase name -> its outcome (None: killed or
+    not run because the raw phase timed out)."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
     started = time.perf_counter()
     raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log, selected)
+    later = [] if raw_only else ["unsloth", *([CPU_BACKEND] if cpu_backend else [])]
+    pids = {name: start_forked(name, device, torch_compile, cpu_mode, workdir, log, selected) for name in later}
+    if meanwhile is not None:
+        meanwhile()
     if raw_only:
         return {"raw": wait_forked("raw", raw_pid, workdir, started, timeout)}
-    later = ["unsloth", *([CPU_BACKEND] if cpu_backend else [])]
-    pids = {name: start_forked(name, device, torch_compile, cpu_mode, workdir, log, selected) for name in later}
     out: dict[str, dict[str, Any] | None] = {"raw": wait_forked("raw", raw_pid, workdir, started, timeout)}
     raw = out["raw"]
     assert raw is not None
@@ -324,8 +328,11 @@ def run_all_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Pat
 
 def run_all_spawned(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
                     timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
-                    cpu_backend: bool = False) -> dict[str, dict[str, Any] | None]:
-    """The phases one after the other, each in a fresh interpreter."""
+                    cpu_backend: bool = False, meanwhile: Callable[[], None] | None = None,
+                    ) -> dict[str, dict[str, Any] | None]:
+    """The phases one after the other, each in a fresh interpreter (``meanwhile`` first, in this one)."""
+    if meanwhile is not None:
+        meanwhile()
     (workdir / RAW_DONE).unlink(missing_ok=True)
     raw = run_spawned("raw", device, torch_compile, cpu_mode, workdir, log, timeout, selected)
     out: dict[str, dict[str, Any] | None] = {"raw": raw}

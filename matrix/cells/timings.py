@@ -1,8 +1,9 @@
 """Where a cell's time went, read from its cell JSON: the harness's steps, the probe phases, each check's cost.
 
 A cell's wall time is a sequence: materialise, admissibility, install, record, probes. The probes are a
-sequence too: the static detectors, ``import torch``, then the phase processes, which run at once when
-forked (``raw``, ``unsloth``, ``cpu-backend``): their seconds overlap, and the cell waits for the longest.
+sequence too: ``import torch``, then the phase processes, which run at once when forked (``raw``,
+``unsloth``, ``cpu-backend``, and the static detectors in the probes' own process meanwhile; in probe JSON
+from before ``static_overlaps`` they ran first): their seconds overlap, and the cell waits for the longest.
 So :func:`breakdown` gives both: ``wall``, parts that add up to the cell's seconds, and ``processes``,
 what each phase process spent (``import unsloth``, waiting for the raw findings, its steps). A check's
 ``cost`` is the sum of its steps' seconds in the cell: what running that check adds, wherever it ran.
@@ -27,8 +28,10 @@ def breakdown(cell: Mapping[str, Any]) -> dict[str, Any]:
     probes = cell.get("probes") or {}
     total = _num(cell.get("seconds"))
     wall: dict[str, float] = {name: steps.get(name, 0.0) for name in HARNESS_STEPS}
-    inside = {"static": _num(probes.get("static_s")), "torch import": _num(probes.get("torch_import_s")),
-              "phase processes": _num(probes.get("phases_s"))}
+    # phases_s runs from `import torch` on; the static detectors ran before it, or inside it (static_overlaps)
+    static, torch = _num(probes.get("static_s")), _num(probes.get("torch_import_s"))
+    inside = {"static": 0.0 if probes.get("static_overlaps") else static, "torch import": torch,
+              "phase processes": max(_num(probes.get("phases_s")) - torch, 0.0)}
     wall.update(inside)
     wall["probe start and end"] = max(steps.get("probes", 0.0) - sum(inside.values()), 0.0)
     wall["other"] = max(total - sum(wall.values()), 0.0)
@@ -40,7 +43,7 @@ def breakdown(cell: Mapping[str, Any]) -> dict[str, Any]:
             by_check.setdefault(cid, {})[st["name"]] = round(seconds, 2)
             process = st.get("process") or "unsloth"
             by_process[process] = by_process.get(process, 0.0) + seconds
-    spent = probes.get("process_s") or {}
+    spent = {**({"static": static} if probes else {}), **(probes.get("process_s") or {})}
     processes: dict[str, dict[str, float]] = {}
     for name in sorted(set(spent) | set(by_process)):
         entry = {"wall": _num(spent.get(name)), "steps": by_process.get(name, 0.0)}

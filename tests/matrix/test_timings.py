@@ -16,7 +16,9 @@ def cell(total: float = 60.0, reused: bool = False) -> dict:
         "steps": [{"name": "materialize", "seconds": 1.0}, {"name": "admissibility", "seconds": 0.5},
                   {"name": "install", "seconds": 3.0}, {"name": "record", "seconds": 0.5},
                   {"name": "probes", "seconds": 54.0}, {"name": f"probe:{FUSED}:runtime", "seconds": raw_s}],
-        "probes": {"static_s": 5.0, "torch_import_s": 4.0, "phases_s": 44.0, "import_unsloth_s": 30.0,
+        # the static detectors ran inside the phase processes' 48 s (static_overlaps), after torch's 4 s
+        "probes": {"static_s": 5.0, "torch_import_s": 4.0, "phases_s": 52.0, "import_unsloth_s": 30.0,
+                   "static_overlaps": True,
                    "waited_for_raw_s": 0.0 if reused else 2.0, "import_unsloth_cpu_backend_s": 10.0,
                    "process_s": {"raw": 0.1 if reused else 25.0, "unsloth": 43.0, "cpu-backend": 20.0},
                    "raw_reuse": {"reused": reused, "digest": "d1", "from_cell": "u0__z" if reused else "u__z"}},
@@ -34,10 +36,19 @@ def cell(total: float = 60.0, reused: bool = False) -> dict:
 
 def test_the_wall_parts_add_up_to_the_cells_seconds() -> None:
     b = timings.breakdown(cell())
-    # 1 + 0.5 + 3 + 0.5 harness steps; static 5 + torch 4 + phases 44 of the 54 s probes step: 1 s left there
-    assert b["wall"] == {"materialize": 1.0, "admissibility": 0.5, "install": 3.0, "record": 0.5, "static": 5.0,
-                         "torch import": 4.0, "phase processes": 44.0, "probe start and end": 1.0, "other": 1.0}
+    # 1 + 0.5 + 3 + 0.5 harness steps; torch 4 + phase processes 48 of the 54 s probes step: 2 s left there
+    assert b["wall"] == {"materialize": 1.0, "admissibility": 0.5, "install": 3.0, "record": 0.5, "static": 0.0,
+                         "torch import": 4.0, "phase processes": 48.0, "probe start and end": 2.0, "other": 1.0}
     assert sum(b["wall"].values()) == pytest.approx(b["total"]) == 60.0
+    assert b["processes"]["static"] == {"wall": 5.0, "steps": 0.0}
+
+
+def test_a_probe_json_whose_static_detectors_ran_first() -> None:
+    old = cell()
+    old["probes"].update(static_overlaps=None, phases_s=45.0)  # torch 4 + processes 41, static 5 before them
+    b = timings.breakdown(old)
+    assert (b["wall"]["static"], b["wall"]["phase processes"], b["wall"]["probe start and end"]) == (5.0, 41.0, 4.0)
+    assert sum(b["wall"].values()) == pytest.approx(60.0)
 
 
 def test_each_process_and_each_checks_cost() -> None:
@@ -62,7 +73,7 @@ def test_where_the_time_goes_sums_over_cells_with_shares_and_the_floor() -> None
     rows["b"]["cell_id"] = "b"
     s = timings.where_time_goes(rows, {"a": 20.0, "b": 30.0})
     assert s["total_s"] == 100.0 and s["cells"] == 2
-    assert s["wall"]["phase processes"] == {"s": 88.0, "share": 0.88}
+    assert s["wall"]["phase processes"] == {"s": 96.0, "share": 0.96}
     # cell b's seconds are 40 against parts that sum to 59: its "other" is floored at 0, never negative
     assert s["wall"]["other"] == {"s": 1.0, "share": 0.01}
     assert s["check_cost"][FUSED] == {"s": 34.0, "share": 0.34}  # 27 + 7 (its raw runtime was reused)
