@@ -129,7 +129,7 @@ def run_raw(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
         return out
 
     given = handoff.given()
-    return rawcache.run_or_reuse(given.raw_cache, given.cell, compute)
+    return rawcache.run_or_reuse(given.raw_cache, given.cell, compute, rawcache.places(workdir))
 
 
 def _read_raw(workdir: Path) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,39 @@ def test_the_first_cell_runs_the_phase_and_the_next_reuses_it(tmp_path: Path) ->
     # the findings are the producer's; the seconds this cell spent on them are none
     assert runtime == {"ok": True, "seconds": 0.0, "verdict": "vulnerable", "reused_from": "cell-a"}
     assert theirs["checks"]["fused-ce-masked-nan"]["shared"] == {"behavior_before": {"x": 1}}
+
+
+A = {"prefix": "/envs/cell-a", "workdir": "/out/cells/a/work", "pythonpath0": "/out/cells/a/pythonpath"}
+B = {"prefix": "/envs/cell-b", "workdir": "/out/cells/b/work", "pythonpath0": "/out/cells/b/pythonpath"}
+
+
+def test_reused_findings_name_this_cells_files(tmp_path: Path) -> None:
+    """A guard check compares the file of the function it finds after `import unsloth` with the raw
+    phase's: findings from another cell's env must name this cell's env, or zoo's own function would look
+    replaced (the same bytes lie under another prefix)."""
+    zoo = "/lib/python3.11/site-packages/unsloth_zoo/rl_replacements.py"
+    produced = findings()
+    produced["checks"]["grpo-normalizer-nan"]["shared"] = {
+        "fingerprint": {"file": A["prefix"] + zoo, "line": 426}, "env": {"PYTHONPATH": A["pythonpath0"],
+                                                                         "PATH": A["prefix"] + "/bin:/usr/bin"},
+        "scratch": A["workdir"] + "/scratch.txt", "neighbour": "/envs/cell-a-fix" + zoo, "cwd": A["workdir"]}
+    path = str(tmp_path / "k.json")
+    rawcache.run_or_reuse(path, "cell-a", Counter(produced), A)
+    got = rawcache.run_or_reuse(path, "cell-b", Counter(findings()), B)["checks"]["grpo-normalizer-nan"]["shared"]
+    assert got == {"fingerprint": {"file": B["prefix"] + zoo, "line": 426},
+                   "env": {"PYTHONPATH": B["pythonpath0"], "PATH": B["prefix"] + "/bin:/usr/bin"},
+                   "scratch": B["workdir"] + "/scratch.txt",
+                   "neighbour": "/envs/cell-a-fix" + zoo,  # a longer name that starts alike is another place
+                   "cwd": B["workdir"]}
+    # the stored entry keeps the producer's places
+    assert rawcache.stored(Path(path))["result"]["checks"]["grpo-normalizer-nan"]["shared"]["cwd"] == A["workdir"]
+
+
+def test_places_are_the_env_the_working_directory_and_the_pythonpath(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", f"/out/cells/a/pythonpath{os.pathsep}/extra")
+    got = rawcache.places(tmp_path)
+    assert got == {"prefix": sys.prefix, "workdir": str(tmp_path), "pythonpath0": "/out/cells/a/pythonpath",
+                   "pythonpath1": "/extra"}
 
 
 def test_another_digest_runs_the_phase(tmp_path: Path) -> None:
