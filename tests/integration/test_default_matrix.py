@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from matrix.spec import nox_safe
 from reports.schema import validate_cell, validate_report
 from tests.integration.harness import ROOT, explain, run_nox
 
@@ -214,6 +215,9 @@ def test_the_raw_phase_runs_once_per_zoo(default_run) -> None:
             assert reused["result"]["verdict" if name == "runtime" else "outcome"] == \
                 produced["result"]["verdict" if name == "runtime" else "outcome"]
             assert "reused_from" not in produced
+        # relocated: the guarded cell's record names its own env and directory, never the plain cell's
+        text = (out / "cells" / f"{G}__{zoo}" / "cell.json").read_text()
+        assert f"/cells/{U}__{zoo}/" not in text and f"/cell-{nox_safe(f'{U}__{zoo}')}/" not in text
     assert len(digests) == 3
 
 
