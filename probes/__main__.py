@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                     raw_only, cpu_backend=third, meanwhile=run_static)
     raw, uns, cpu = phases["raw"], phases.get("unsloth"), phases.get(CPU_BACKEND)
     # Each process's wall seconds (forked, they overlap) and whether the raw findings were another cell's.
-    report["process_s"] = {name: phase["seconds"] for name, phase in phases.items() if phase is not None}
+    report["process_s"] = {name: (phase.get("result") or {}).get("ran_s", phase["seconds"])
+                           for name, phase in phases.items() if phase is not None}
     report["raw_reuse"] = (raw.get("result") or {}).get("reuse") if raw is not None else None
     for phase, keys in ((uns, ("import_unsloth_s", "waited_for_raw_s")), (cpu, (CPU_BACKEND_IMPORT_KEY,))):
         for key in keys:

@@ -260,7 +260,7 @@ def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, wor
     pid = os.fork()
     if pid:
         return pid
-    code = 1  # child from here on: never returns
+    code, begun = 1, time.perf_counter()  # child from here on: never returns
     try:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)
         os.dup2(fd, 1)
@@ -270,6 +270,7 @@ def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, wor
         os.environ.update(set_env)
         try:
             data = {**PHASES[name](device, torch_compile, cpu_mode, workdir, selected), "ok": True}
+            data["ran_s"] = round(time.perf_counter() - begun, 3)  # its own seconds (the parent may wait later)
             code = 0
         except BaseException as exc:  # the phase's own failure is a finding, kept in its JSON
             data = {"ok": False, "error": error_text(exc)}
