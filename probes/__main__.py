@@ -17,7 +17,7 @@ The probe JSON holds ``checks: {id: {"static": ..., "steps": [...]}}``; each ste
 After a process that hung, the next one is skipped to keep the cell within its time budget.
 ``--phases raw`` runs only the static and raw steps (the scan's runtime confirmation).
 Timings: ``phases_s`` (from ``import torch``, ``torch_import_s``, to the last phase process's end; the
-static detectors' ``static_s`` falls inside it when ``static_overlaps``), ``process_s`` (each process's wall
+static detectors' ``static_s`` falls inside it when ``static_in_phases``), ``process_s`` (each process's wall
 seconds; forked, they overlap), ``import_unsloth_s``, ``waited_for_raw_s``, and each step's ``seconds``.
 ``raw_reuse``: whether the raw findings were stored by another cell of the run with the same inputs
 (``probes.rawcache``).
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         cuda = False
     device = ("cuda" if cuda else "cpu") if args.device == "auto" else args.device
     compile_on = args.compile == "on" or (args.compile == "auto" and device == "cuda")
-    report.update(device=device, compile="on" if compile_on else "off", static_overlaps=True)
+    report.update(device=device, compile="on" if compile_on else "off", static_in_phases=True)
     runner = run_all_forked if args.isolation == "fork" else run_all_spawned
     modules = {name: checks.phases_module(name) for name in names}
     # Where each check's CPU-backend steps run: the unsloth process already is the backend in

@@ -3,7 +3,7 @@
 A cell's wall time is a sequence: materialise, admissibility, install, record, probes. The probes are a
 sequence too: ``import torch``, then the phase processes, which run at once when forked (``raw``,
 ``unsloth``, ``cpu-backend``, and the static detectors in the probes' own process meanwhile; in probe JSON
-from before ``static_overlaps`` they ran first): their seconds overlap, and the cell waits for the longest.
+from before ``static_in_phases`` they ran first): their seconds overlap, and the cell waits for the longest.
 So :func:`breakdown` gives both: ``wall``, parts that add up to the cell's seconds, and ``processes``,
 what each phase process spent (``import unsloth``, waiting for the raw findings, its steps). A check's
 ``cost`` is the sum of its steps' seconds in the cell: what running that check adds, wherever it ran.
@@ -28,9 +28,9 @@ def breakdown(cell: Mapping[str, Any]) -> dict[str, Any]:
     probes = cell.get("probes") or {}
     total = _num(cell.get("seconds"))
     wall: dict[str, float] = {name: steps.get(name, 0.0) for name in HARNESS_STEPS}
-    # phases_s runs from `import torch` on; the static detectors ran before it, or inside it (static_overlaps)
+    # phases_s runs from `import torch` on; the static detectors ran before it, or inside it (static_in_phases)
     static, torch = _num(probes.get("static_s")), _num(probes.get("torch_import_s"))
-    inside = {"static": 0.0 if probes.get("static_overlaps") else static, "torch import": torch,
+    inside = {"static": 0.0 if probes.get("static_in_phases") else static, "torch import": torch,
               "phase processes": max(_num(probes.get("phases_s")) - torch, 0.0)}
     wall.update(inside)
     wall["probe start and end"] = max(steps.get("probes", 0.0) - sum(inside.values()), 0.0)

@@ -16,9 +16,9 @@ def cell(total: float = 60.0, reused: bool = False) -> dict:
         "steps": [{"name": "materialize", "seconds": 1.0}, {"name": "admissibility", "seconds": 0.5},
                   {"name": "install", "seconds": 3.0}, {"name": "record", "seconds": 0.5},
                   {"name": "probes", "seconds": 54.0}, {"name": f"probe:{FUSED}:runtime", "seconds": raw_s}],
-        # the static detectors ran inside the phase processes' 48 s (static_overlaps), after torch's 4 s
+        # the static detectors ran inside the phase processes' 48 s (static_in_phases), after torch's 4 s
         "probes": {"static_s": 5.0, "torch_import_s": 4.0, "phases_s": 52.0, "import_unsloth_s": 30.0,
-                   "static_overlaps": True,
+                   "static_in_phases": True,
                    "waited_for_raw_s": 0.0 if reused else 2.0, "import_unsloth_cpu_backend_s": 10.0,
                    "process_s": {"raw": 0.1 if reused else 25.0, "unsloth": 43.0, "cpu-backend": 20.0},
                    "raw_reuse": {"reused": reused, "digest": "d1", "from_cell": "u0__z" if reused else "u__z"}},
@@ -45,7 +45,7 @@ def test_the_wall_parts_add_up_to_the_cells_seconds() -> None:
 
 def test_a_probe_json_whose_static_detectors_ran_first() -> None:
     old = cell()
-    old["probes"].update(static_overlaps=None, phases_s=45.0)  # torch 4 + processes 41, static 5 before them
+    old["probes"].update(static_in_phases=None, phases_s=45.0)  # torch 4 + processes 41, static 5 before them
     b = timings.breakdown(old)
     assert (b["wall"]["static"], b["wall"]["phase processes"], b["wall"]["probe start and end"]) == (5.0, 41.0, 4.0)
     assert sum(b["wall"].values()) == pytest.approx(60.0)
