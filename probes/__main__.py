@@ -3,7 +3,8 @@
 Runs inside the cell env, in the cell's own working directory (``import
 unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). In order:
 
-1. each check's ``static()`` -- in this process: reads installed source, imports nothing under test;
+1. each check's ``static()`` -- in this process, once the phase processes below are started (forked, they
+   run meanwhile): reads installed source, imports nothing under test;
 2. the ``raw`` process (``probes.phases``) -- never imports unsloth: each check's raw steps;
 3. the ``unsloth`` process -- ``import unsloth`` once, then each check's unsloth steps (by default it runs
    alongside the raw process and waits for its findings only where a step needs them);
@@ -15,6 +16,11 @@ The probe JSON holds ``checks: {id: {"static": ..., "steps": [...]}}``; each ste
 ``ok``/``error``/``crash``/``timeout``/``skipped``, its seconds, the process that ran it, and its result.
 After a process that hung, the next one is skipped to keep the cell within its time budget.
 ``--phases raw`` runs only the static and raw steps (the scan's runtime confirmation).
+Timings: ``phases_s`` (from ``import torch``, ``torch_import_s``, to the last phase process's end; the
+static detectors' ``static_s`` falls inside it when ``static_in_phases``), ``process_s`` (each process's wall
+seconds; forked, they overlap), ``import_unsloth_s``, ``waited_for_raw_s``, and each step's ``seconds``.
+``raw_reuse``: whether the raw findings were stored by another cell of the run with the same inputs
+(``probes.rawcache``).
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ def _steps(phase: dict[str, Any] | None, check_id: str, names: list[str], log: P
                       log_tail=_tail(log))
         else:
             st.update(status="ok", result=part, seconds=part.get("seconds", 0.0))
+        if part is not None and part.get("reused_from") is not None:  # another cell's raw findings
+            st["reused_from"] = part["reused_from"]
         out.append(st)
     return out
 
@@ -110,15 +118,20 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"schema": SCHEMA, "python": platform.python_version(), "executable": sys.executable,
                               "cpu_mode": args.cpu_mode, "isolation": args.isolation, "phases": args.phases,
                               "checks": {}}
-    start = time.perf_counter()
-    for name in names:
-        info = checks.info(name)
-        try:
-            static = checks.phases_module(name).static()
-        except Exception as exc:  # a detector that breaks is an unknown verdict with the reason
-            static = {"verdict": "unknown", "reason": f"static detector failed: {error_text(exc).splitlines()[0]}"}
-        report["checks"][info.id] = {"static": static, "steps": []}
-    report["static_s"] = round(time.perf_counter() - start, 3)
+
+    def run_static() -> None:
+        """Each check's static detector, in this process, while the phase processes run (they never see
+        what it read: forked before it, or spawned)."""
+        begun = time.perf_counter()
+        for name in names:
+            info = checks.info(name)
+            try:
+                static = checks.phases_module(name).static()
+            except Exception as exc:  # a detector that breaks is an unknown verdict with the reason
+                static = {"verdict": "unknown",
+                          "reason": f"static detector failed: {error_text(exc).splitlines()[0]}"}
+            report["checks"][info.id] = {"static": static, "steps": []}
+        report["static_s"] = round(time.perf_counter() - begun, 3)
 
     start = time.perf_counter()
     if args.isolation == "fork" or args.device == "auto":
@@ -130,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         cuda = False
     device = ("cuda" if cuda else "cpu") if args.device == "auto" else args.device
     compile_on = args.compile == "on" or (args.compile == "auto" and device == "cuda")
-    report.update(device=device, compile="on" if compile_on else "off")
+    report.update(device=device, compile="on" if compile_on else "off", static_in_phases=True)
     runner = run_all_forked if args.isolation == "fork" else run_all_spawned
     modules = {name: checks.phases_module(name) for name in names}
     # Where each check's CPU-backend steps run: the unsloth process already is the backend in
@@ -144,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     # Checks whose every step is raw (a subject that is not unsloth) need no `import unsloth` at all.
     raw_only = args.phases == "raw" or not any(m.UNSLOTH_STEPS or cpu_backend_steps(m) for m in modules.values())
     phases = runner(device, compile_on, args.cpu_mode, workdir, log, args.step_timeout, selected,
-                    raw_only, cpu_backend=third)
+                    raw_only, cpu_backend=third, meanwhile=run_static)
     raw, uns, cpu = phases["raw"], phases.get("unsloth"), phases.get(CPU_BACKEND)
+    # Each process's wall seconds (forked, they overlap) and whether the raw findings were another cell's.
+    report["process_s"] = {name: (phase.get("result") or {}).get("ran_s", phase["seconds"])
+                           for name, phase in phases.items() if phase is not None}
+    report["raw_reuse"] = (raw.get("result") or {}).get("reuse") if raw is not None else None
     for phase, keys in ((uns, ("import_unsloth_s", "waited_for_raw_s")), (cpu, (CPU_BACKEND_IMPORT_KEY,))):
         for key in keys:
             if phase is not None and isinstance(phase.get("result"), dict) and key in phase["result"]:

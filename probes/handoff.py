@@ -3,9 +3,12 @@
 Device, compile, CPU mode, the checks and the step timeout are ``probes.__main__``'s own options. What a
 check needs beyond them arrives here too, never through an environment variable of ours: the guard
 protocol module a build names (``--guard-module``), whether training runs (``--no-train``: the matrix's
-``[options] train = false``), and the path of each source tree under test (``--tree NAME=PATH``, NAME the
-subject's ``tree``). ``probes.__main__`` parses them once and calls :func:`use`; the phases it forks
-inherit the value, and those it spawns get the same options (:func:`argv`). A check reads :func:`given`.
+``[options] train = false``), the path of each source tree under test (``--tree NAME=PATH``, NAME the
+subject's ``tree``), and where the raw phase's findings may be shared with the other cells of the run
+(``--raw-cache PATH``, a file named by the digest of everything the raw phase reads, computed by the
+harness; ``--cell ID`` names this cell in what it stores there: see ``probes.rawcache``).
+``probes.__main__`` parses them once and calls :func:`use`; the phases it forks inherit the value, and
+those it spawns get the same options (:func:`argv`). A check reads :func:`given`.
 The environment the probes read is then only what the code under test reads (``UNSLOTH_*`` and the like).
 Stdlib only.
 """
@@ -24,6 +27,8 @@ class Handoff:
     guard_module: str | None = None
     train: bool = True
     trees: Mapping[str, str] = field(default_factory=dict)
+    raw_cache: str | None = None
+    cell: str | None = None
 
 
 _GIVEN = [Handoff()]  # this process's, set once by its command line (a list: no `global` needed)
@@ -46,6 +51,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-train", action="store_true", help="skip the steps marked training (they say why)")
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                     help="the source tree of subject tree NAME is at PATH (repeatable)")
+    ap.add_argument("--raw-cache", default=None, metavar="PATH",
+                    help="reuse the raw phase's findings stored at PATH, or store them there (its name is the "
+                         "digest of the raw phase's inputs)")
+    ap.add_argument("--cell", default=None, metavar="ID", help="this cell's id, recorded with what it stores")
 
 
 def from_args(args: argparse.Namespace) -> Handoff:
@@ -55,7 +64,8 @@ def from_args(args: argparse.Namespace) -> Handoff:
         if not sep or not name or not path:
             raise SystemExit(f"--tree {item!r}: expected NAME=PATH")
         trees[name] = path
-    return Handoff(guard_module=args.guard_module or None, train=not args.no_train, trees=trees)
+    return Handoff(guard_module=args.guard_module or None, train=not args.no_train, trees=trees,
+                   raw_cache=args.raw_cache or None, cell=args.cell or None)
 
 
 def parse(args: list[str]) -> Handoff:
@@ -69,4 +79,6 @@ def argv(handoff: Handoff) -> list[str]:
     """The options that give ``handoff`` to another probe process (a spawned phase)."""
     out = [f"--guard-module={handoff.guard_module}"] if handoff.guard_module else []
     out += [] if handoff.train else ["--no-train"]
-    return out + [f"--tree={name}={path}" for name, path in handoff.trees.items()]
+    out += [f"--tree={name}={path}" for name, path in handoff.trees.items()]
+    out += [f"--raw-cache={handoff.raw_cache}"] if handoff.raw_cache else []
+    return out + ([f"--cell={handoff.cell}"] if handoff.cell else [])

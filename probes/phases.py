@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probes import checks, handoff
+from probes import checks, handoff, rawcache
 from probes.common import error_text, exception_chain, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
@@ -113,17 +113,23 @@ def _check_names(selected: tuple[str, ...] | None) -> list[str]:
 
 def run_raw(device: str, torch_compile: bool, cpu_mode: str, workdir: Path,
             selected: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Every check's raw steps, in a process that never imports unsloth."""
-    out: dict[str, Any] = {"checks": {}}
-    for name in _check_names(selected):
-        info = checks.info(name)
-        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
-        try:
-            steps = _run_steps(checks.phases_module(name).RAW_STEPS, ctx)
-        except Exception as exc:  # the check's phases module itself did not import
-            steps, ctx.shared = {}, {"error": error_text(exc)}
-        out["checks"][info.id] = {"steps": steps, "shared": ctx.shared}
-    return out
+    """Every check's raw steps, in a process that never imports unsloth; or, when the harness handed a raw
+    cache (``--raw-cache``), the findings another cell of the run stored for the same inputs
+    (``probes.rawcache``)."""
+    def compute() -> dict[str, Any]:
+        out: dict[str, Any] = {"checks": {}}
+        for name in _check_names(selected):
+            info = checks.info(name)
+            ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={})
+            try:
+                steps = _run_steps(checks.phases_module(name).RAW_STEPS, ctx)
+            except Exception as exc:  # the check's phases module itself did not import
+                steps, ctx.shared = {}, {"error": error_text(exc)}
+            out["checks"][info.id] = {"steps": steps, "shared": ctx.shared}
+        return out
+
+    given = handoff.given()
+    return rawcache.run_or_reuse(given.raw_cache, given.cell, compute, rawcache.places(workdir))
 
 
 def _read_raw(workdir: Path) -> dict[str, Any]:
@@ -254,7 +260,7 @@ def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, wor
     pid = os.fork()
     if pid:
         return pid
-    code = 1  # child from here on: never returns
+    code, begun = 1, time.perf_counter()  # child from here on: never returns
     try:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)
         os.dup2(fd, 1)
@@ -264,6 +270,7 @@ def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, wor
         os.environ.update(set_env)
         try:
             data = {**PHASES[name](device, torch_compile, cpu_mode, workdir, selected), "ok": True}
+            data["ran_s"] = round(time.perf_counter() - begun, 3)  # its own seconds (the parent may wait later)
             code = 0
         except BaseException as exc:  # the phase's own failure is a finding, kept in its JSON
             data = {"ok": False, "error": error_text(exc)}
@@ -291,17 +298,21 @@ def wait_forked(name: str, pid: int, workdir: Path, started: float, timeout: flo
 
 def run_all_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
                    timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
-                   cpu_backend: bool = False) -> dict[str, dict[str, Any] | None]:
+                   cpu_backend: bool = False, meanwhile: Callable[[], None] | None = None,
+                   ) -> dict[str, dict[str, Any] | None]:
     """Every phase at once: unsloth's imports overlap zoo's raw import; the behaviour tests in the
-    unsloth phase then wait for the raw phase's findings (``raw.done``). Phase name -> its outcome
-    (None: killed or not run because the raw phase timed out)."""
+    unsloth phase then wait for the raw phase's findings (``raw.done``). ``meanwhile`` runs in this
+    process once they are started (the static detectors). Phase name -> its outcome (None: killed or
+    not run because the raw phase timed out)."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
     started = time.perf_counter()
     raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log, selected)
+    later = [] if raw_only else ["unsloth", *([CPU_BACKEND] if cpu_backend else [])]
+    pids = {name: start_forked(name, device, torch_compile, cpu_mode, workdir, log, selected) for name in later}
+    if meanwhile is not None:
+        meanwhile()
     if raw_only:
         return {"raw": wait_forked("raw", raw_pid, workdir, started, timeout)}
-    later = ["unsloth", *([CPU_BACKEND] if cpu_backend else [])]
-    pids = {name: start_forked(name, device, torch_compile, cpu_mode, workdir, log, selected) for name in later}
     out: dict[str, dict[str, Any] | None] = {"raw": wait_forked("raw", raw_pid, workdir, started, timeout)}
     raw = out["raw"]
     assert raw is not None
@@ -318,8 +329,11 @@ def run_all_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Pat
 
 def run_all_spawned(device: str, torch_compile: bool, cpu_mode: str, workdir: Path, log: Path,
                     timeout: float, selected: tuple[str, ...] | None = None, raw_only: bool = False,
-                    cpu_backend: bool = False) -> dict[str, dict[str, Any] | None]:
-    """The phases one after the other, each in a fresh interpreter."""
+                    cpu_backend: bool = False, meanwhile: Callable[[], None] | None = None,
+                    ) -> dict[str, dict[str, Any] | None]:
+    """The phases one after the other, each in a fresh interpreter (``meanwhile`` first, in this one)."""
+    if meanwhile is not None:
+        meanwhile()
     (workdir / RAW_DONE).unlink(missing_ok=True)
     raw = run_spawned("raw", device, torch_compile, cpu_mode, workdir, log, timeout, selected)
     out: dict[str, dict[str, Any] | None] = {"raw": raw}

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from matrix.cells import rawkey
 from matrix.cells.installed import installed, torch_build
 from matrix.cells.progress import ticking
 from matrix.envs import envrun
@@ -228,20 +229,22 @@ def disk_problem(where: Path) -> str | None:
 
 
 def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool = True,
-             force: bool = False, progress: Any = print, index_problem: str | None = None) -> dict[str, Any]:
+             force: bool = False, progress: Any = print, index_problem: str | None = None,
+             raw_cache: Path | None = None) -> dict[str, Any]:
     """Build, install and probe ``cell`` in ``env_dir``; write and return its cell JSON.
 
     An unchanged cell (same cell digest, completed result on disk) is not
-    rebuilt: its stored result is returned, unless ``force``.
+    rebuilt: its stored result is returned, unless ``force``. ``raw_cache``: the run's directory of raw
+    findings shared by digest (``matrix.cells.rawkey``); None runs the raw phase in every cell.
     """
     cdir = out_dir / "cells" / cell.id
     with cell_lock(cdir):
         return _run_cell(cell, matrix, out_dir, env_dir, create_env=create_env, force=force, progress=progress,
-                         index_problem=index_problem)
+                         index_problem=index_problem, raw_cache=raw_cache)
 
 
 def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool, force: bool,
-              progress: Any, index_problem: str | None) -> dict[str, Any]:
+              progress: Any, index_problem: str | None, raw_cache: Path | None) -> dict[str, Any]:
     run = CellRun.for_cell(cell, matrix, out_dir)
     cdir = run.dir
     opts = cell.options
@@ -309,12 +312,13 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         return run.finish()
     say(f"installed in {time.perf_counter() - t:.1f} s")
 
-    return record_and_probe(run, env_dir, python, say,
+    return record_and_probe(run, env_dir, python, say, raw_cache=raw_cache,
                             trees={role: m.tree for role, m in made.items() if m.tree is not None})
 
 
 def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
-                     trees: dict[str, Path] | None = None, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+                     trees: dict[str, Path] | None = None, extra_env: dict[str, str] | None = None,
+                     raw_cache: Path | None = None) -> dict[str, Any]:
     """Steps 4 and 5 of a cell, shared with pinned environments: record what is
     installed in ``env_dir`` (installing nothing), then run the probes with ``python``: the checks whose
     subject has the cell's axes, each source tree's path (``trees``, by axis) in its subject's variable."""
@@ -354,6 +358,11 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
     env = envrun.clean_env(probes_path(cdir), **(extra_env or {}))
     for name in checks.for_axes(roles):
         argv += ["--check", checks.info(name).id]
+    if raw_cache is not None:  # cells of this run whose raw phase reads the same inputs share its findings
+        unimported = {b["package"] for role, b in run.record["builds"].items() if role == "unsloth"}
+        key = rawkey.raw_key(run.record["installed"], unimported=unimported, interpreter=python,
+                             probes=probes_digest(), options=argv[5:], env=env)
+        argv += [f"--raw-cache={raw_cache / key}.json", f"--cell={run.record['cell_id']}"]
     say("probing (an `import unsloth` takes ~20 s on CPU)" if "unsloth" in roles else "probing")
     log = work / "probes.stdout.log"
     with ticking(say, "probing"):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix import errors, spec
+from matrix.cells import rawkey
 from matrix.cells.cell import CellRun, error_cell, run_cell, write_json_atomic
 from matrix.cells.collect import load_cells
 from matrix.cells.runs import Run
@@ -70,8 +71,9 @@ def run_one(run: Run, cell_id: str, env_dir: Path, *, create_env: bool = False, 
         return error_cell(cell, matrix, out, "spec", "\n".join(problems))
     for p in unreachable:
         log(f"[{cell_id}] warning: {p}")
+    rawkey.prune(out, run.run_id)  # raw findings are shared within a run, never across runs
     return run_cell(cell, matrix, out, env_dir, create_env=create_env, force=force, progress=log,
-                    index_problem="\n".join(unreachable) or None)
+                    index_problem="\n".join(unreachable) or None, raw_cache=rawkey.cache_dir(out, run.run_id))
 
 
 _RUN_LOCKS: dict[Path, Any] = {}

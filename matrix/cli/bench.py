@@ -7,8 +7,11 @@ measured in the same run. Everything above
 the floors is harness overhead. Printed and written to
 ``reports/out/bench.json``:
 
-* per cell: materialise, admissibility, install, each probe phase, total;
-  the floor;
+* per cell: materialise, admissibility, install, the static detectors,
+  ``import torch``, each probe process (raw, unsloth with its ``import
+  unsloth``, CPU backend), each check's steps and its added cost, total; the
+  floor; whether its raw findings were another cell's (``matrix.cells.timings``);
+* where the time goes: each part summed over the cells, its share, the floor;
 * R = wall time of the matrix with one job / sum of the cell floors;
 * S = wall(1 job) / wall(2 jobs) (``nox -j 2``);
 * the wall time of an unchanged rerun (every cell reused by its digest);
@@ -39,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matrix.cells import timings
 from matrix.cells.cell import write_json_atomic
 from matrix.cells.runs import Run
 from matrix.cli.arguments import command_parser, parse
@@ -113,12 +117,12 @@ def floor(env_dir: Path, modes: list[str] | None = None, repeats: int = 3) -> fl
     return total
 
 
-def cell_breakdown(out: Path) -> dict[str, dict[str, float]]:
+def cell_breakdown(out: Path) -> dict[str, dict[str, Any]]:
+    """Each cell's times (``matrix.cells.timings.breakdown``), by cell id."""
     rows = {}
     for path in sorted((out / "cells").glob("*/cell.json")):
         cell = json.loads(path.read_text())
-        steps = {s["name"]: s["seconds"] for s in cell["steps"]}
-        rows[cell["cell_id"]] = {**steps, "total": cell.get("seconds", 0.0)}
+        rows[cell["cell_id"]] = timings.breakdown(cell)
     return rows
 
 
@@ -167,11 +171,12 @@ def run(args: argparse.Namespace, run: Run) -> int:
         wall_1_job_s=round(w1, 2), wall_2_jobs_s=round(w2, 2), rerun_unchanged_s=round(rerun, 2),
         rerun_reused_cells=reused, floors_s={k: round(v, 2) for k, v in floors.items()},
         sum_floors_s=round(sum(floors.values()), 2), R=round(w1 / sum(floors.values()), 3), S=round(w1 / w2, 3),
-        per_cell=breakdown,
+        per_cell=breakdown, where_time_goes=timings.where_time_goes(breakdown, floors),
         median_cell_s=round(statistics.median(r["total"] for r in breakdown.values()), 2) if breakdown else None,
     )
     # The training run's added seconds per cell (every check's `train` step), against the median cell: target <= 25 %.
-    train = [v for row in breakdown.values() for k, v in row.items() if k.endswith(":train")]
+    train = [sum(steps.get("train", 0.0) for steps in row["steps"].values()) for row in breakdown.values()]
+    train = [v for v in train if v]
     if train and figures["median_cell_s"]:
         figures.update(train_s_median=round(statistics.median(train), 2),
                        train_share_of_median_cell=round(statistics.median(train) / figures["median_cell_s"], 3))
@@ -188,11 +193,9 @@ def run(args: argparse.Namespace, run: Run) -> int:
     shutil.rmtree(base / "envs-j2", ignore_errors=True)
     write_json_atomic(run.out / "bench.json", figures)
 
-    print(f"\n{'cell':44} {'install':>8} {'probes':>8} {'total':>8} {'floor':>8}")
-    for cid in ids:
-        row = breakdown.get(cid, {})
-        print(f"{cid:44} {row.get('install', 0):8.1f} {row.get('probes', 0):8.1f} {row.get('total', 0):8.1f} "
-              f"{floors[cid]:8.1f}")
+    print()
+    print(timings.render({cid: breakdown[cid] for cid in ids if cid in breakdown}, floors,
+                         figures["where_time_goes"]))
     print(f"\nwall, 1 job: {w1:.1f} s; 2 jobs: {w2:.1f} s; sum of floors: {sum(floors.values()):.1f} s")
     print(f"R = {figures['R']:.2f} (target <= 1.2); S = {figures['S']:.2f} (target >= 1.6)")
     print(f"unchanged rerun: {rerun:.1f} s, {reused} of {len(ids)} cells reused")

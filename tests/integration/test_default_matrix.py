@@ -1,5 +1,6 @@
 """The default matrix, built and probed for real from PyPI through `nox -s matrix`,
-then again in two shards whose merge must equal it (timings and paths aside).
+then again in two shards whose merge must equal it (timings and paths aside). Its guarded row reuses the
+plain row's raw findings, zoo by zoo (matrix/cells/rawkey.py).
 
 Slow (six real envs, twice): marked integration.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from matrix.spec import nox_safe
 from reports.schema import validate_cell, validate_report
 from tests.integration.harness import ROOT, explain, run_nox
 
@@ -195,6 +197,36 @@ def test_backports_keep_the_base_version_but_not_its_digest(default_run) -> None
     assert marker["backport"] == "unsloth-guard" and guard["builds"]["unsloth"]["installed_version"] == "2026.10.9"
     replaced = step(guard, FUSED, "guard")["result"]
     assert replaced["forward"]["original"] is False and replaced["routes"]["public"]["loss_finite"] is True
+
+
+def test_the_raw_phase_runs_once_per_zoo(default_run) -> None:
+    """The raw phase never imports unsloth, so it reads the same in both rows of a zoo column: our guard
+    backport keeps unsloth's version (zoo asks only whether unsloth is there) and pulls in nothing else.
+    nox runs the cells in the matrix's order, the plain row first: each guarded cell reuses the plain cell's
+    raw findings for its zoo, and no plain cell reuses anything (three zoos, three digests: the zoo-fix
+    backport keeps zoo's version but not its files)."""
+    _, out = default_run
+    cells = {cid: json.loads((out / "cells" / cid / "cell.json").read_text())
+             for cid in (f"{u}__{z}" for u, z in EXPECTED)}
+    digests = set()
+    for zoo in (Z_OLD, Z_FIX, Z_NEW):
+        plain, guarded = cells[f"{U}__{zoo}"], cells[f"{G}__{zoo}"]
+        mine, theirs = plain["probes"]["raw_reuse"], guarded["probes"]["raw_reuse"]
+        assert (mine["reused"], mine["from_cell"], mine["stored"]) == (False, f"{U}__{zoo}", True), mine
+        assert (theirs["reused"], theirs["digest"], theirs["from_cell"]) == (True, mine["digest"], f"{U}__{zoo}")
+        assert theirs["seconds_saved"] > 0
+        digests.add(mine["digest"])
+        for check, name in ((FUSED, "runtime"), (GRPO, "train")):
+            reused, produced = step(guarded, check, name), step(plain, check, name)
+            # the producer's finding, none of this cell's seconds
+            assert (reused["seconds"], reused["reused_from"]) == (0.0, f"{U}__{zoo}"), reused
+            assert reused["result"]["verdict" if name == "runtime" else "outcome"] == \
+                produced["result"]["verdict" if name == "runtime" else "outcome"]
+            assert "reused_from" not in produced
+        # relocated: the guarded cell's record names its own env and directory, never the plain cell's
+        text = (out / "cells" / f"{G}__{zoo}" / "cell.json").read_text()
+        assert f"/cells/{U}__{zoo}/" not in text and f"/cell-{nox_safe(f'{U}__{zoo}')}/" not in text
+    assert len(digests) == 3
 
 
 VOLATILE = {"generated", "started", "finished", "seconds", "duration_s", "timings", "log_tail", "executable"}

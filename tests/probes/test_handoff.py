@@ -26,6 +26,10 @@ def test_the_handoff_round_trips_through_a_spawned_phases_command_line() -> None
     assert handoff.argv(h) == ["--guard-module=pkg.guard", "--no-train", "--tree=tree=/src/tree"]
     assert handoff.parse(handoff.argv(h)) == h
     assert handoff.parse([]) == handoff.Handoff()
+    # a spawned raw phase must find the run's raw findings too, and name its cell in what it stores
+    shared = handoff.Handoff(raw_cache="/out/raw-cache/1/abc.json", cell="u1__z1")
+    assert handoff.argv(shared) == ["--raw-cache=/out/raw-cache/1/abc.json", "--cell=u1__z1"]
+    assert handoff.parse(handoff.argv(shared)) == shared
 
 
 def test_a_malformed_tree_is_refused() -> None:
