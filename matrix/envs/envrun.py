@@ -20,6 +20,8 @@ the same result type, ``matrix.envs.tools.Ran``.
   ``PYTHONPATH`` and ``PYTHONHOME``, plus ``RUN_ENV`` (the libraries under
   test stay offline and silent; no bytecode next to the linked probes), plus
   what the caller names (e.g. ``UNSLOTH_ALLOW_CPU``).
+* **throwaway**: ``throwaway`` builds an env for one question (the scan's
+  and the history's runtime confirmation) and deletes it afterwards.
 * **run**: ``run`` runs a command with exactly that environment, its output
   captured or written to a log, and says when it timed out.
 """
@@ -27,7 +29,12 @@ the same result type, ``matrix.envs.tools.Ran``.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
@@ -64,6 +71,42 @@ def ensure_env(env_dir: Path, python: str) -> Path:
         if not res.ok:
             raise EnvBuildError(f"cannot create a Python {python} env at {env_dir}:\n{res.tail()}")
     return py
+
+
+@dataclass(frozen=True)
+class Throwaway:
+    """A throwaway env: its interpreter, a scratch working directory, and ``root`` (both lie under it)."""
+
+    python: Path
+    scratch: Path
+    root: Path
+
+
+class ThrowawayError(SkewmatrixError):
+    """A throwaway env could not be built (its message says which command failed, with its output's tail)."""
+
+
+@contextmanager
+def throwaway(workdir: Path, prefix: str, python: str, requirements: list[str], overrides: list[str],
+              timeout: float) -> Iterator[Throwaway]:
+    """A fresh env under ``workdir`` with ``requirements`` installed (``overrides`` forced, as a cell does),
+    deleted on leaving, also when it could not be built (:class:`ThrowawayError`, raised on entry)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=workdir))
+    try:
+        env_dir = root / "env"
+        res = create_env(env_dir, python)
+        if not res.ok:
+            raise ThrowawayError(f"uv venv failed: {res.tail(3)}")
+        py = env_dir / "bin" / "python"
+        res = install(py, requirements, overrides, root / "overrides.txt", timeout, quiet=True)
+        if not res.ok:
+            raise ThrowawayError(f"uv pip install {' '.join(requirements)} failed (exit {res.returncode}): "
+                                 f"{res.tail(3)}")
+        scratch = root / "work"
+        scratch.mkdir()
+        yield Throwaway(py, scratch, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def install(python: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,

@@ -20,8 +20,6 @@ verdict agrees with the static one (or decides a static ``unknown``),
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,37 +72,26 @@ def run_runtime(version: str, workdir: Path, *, runtime: str, python: str = PYTH
     """Install zoo ``version`` into a fresh env under ``workdir``, run the runtime detector ``runtime``
     (``module:function``), delete the env."""
     t0 = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix=f"confirm-{version}-", dir=workdir))
-    env_dir = root / "env"
     try:
-        res = envrun.create_env(env_dir, python)
-        if not res.ok:
-            return RuntimeVerdict(version, "error", f"uv venv failed: {res.tail(5)}", time.monotonic() - t0)
-        py = env_dir / "bin" / "python"
-        res = envrun.install(py, ["unsloth", f"unsloth_zoo=={version}"], [f"unsloth_zoo=={version}"],
-                             root / "overrides.txt", INSTALL_TIMEOUT_S, quiet=True)
-        if not res.ok:
-            return RuntimeVerdict(version, "error", f"uv pip install unsloth_zoo=={version} failed "
-                                  f"(exit {res.returncode}): {res.tail(5)}", time.monotonic() - t0)
-        scratch = root / "work"
-        scratch.mkdir()
-        ran = envrun.run([str(py), "-c", runtime_code(runtime)], cwd=scratch, timeout=RUN_TIMEOUT_S,
-                         env=envrun.clean_env(envrun.probes_path(root), **RAW_ENV))
-        if ran.returncode is None:
-            return RuntimeVerdict(version, "error", f"the runtime detector timed out after {RUN_TIMEOUT_S} s",
-                                  time.monotonic() - t0)
-        lines = ran.stdout.strip().splitlines()
-        try:
-            out = json.loads(lines[-1]) if ran.returncode == 0 and lines else None
-        except ValueError:
-            out = None
-        if not isinstance(out, dict) or out.get("verdict") not in RUNTIME_VERDICTS:
-            return RuntimeVerdict(version, "error", f"the runtime detector failed (exit {ran.returncode}): "
-                                  f"{ran.tail(5)}", time.monotonic() - t0)
-        return RuntimeVerdict(version, out["verdict"], str(out.get("reason", "")), time.monotonic() - t0,
-                              out.get("torch_version"))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        with envrun.throwaway(workdir, f"confirm-{version}-", python, ["unsloth", f"unsloth_zoo=={version}"],
+                              [f"unsloth_zoo=={version}"], INSTALL_TIMEOUT_S) as env:
+            ran = envrun.run([str(env.python), "-c", runtime_code(runtime)], cwd=env.scratch, timeout=RUN_TIMEOUT_S,
+                             env=envrun.clean_env(envrun.probes_path(env.root), **RAW_ENV))
+    except envrun.ThrowawayError as exc:
+        return RuntimeVerdict(version, "error", str(exc), time.monotonic() - t0)
+    if ran.returncode is None:
+        return RuntimeVerdict(version, "error", f"the runtime detector timed out after {RUN_TIMEOUT_S} s",
+                              time.monotonic() - t0)
+    lines = ran.stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if ran.returncode == 0 and lines else None
+    except ValueError:
+        out = None
+    if not isinstance(out, dict) or out.get("verdict") not in RUNTIME_VERDICTS:
+        return RuntimeVerdict(version, "error", f"the runtime detector failed (exit {ran.returncode}): "
+                              f"{ran.tail(5)}", time.monotonic() - t0)
+    return RuntimeVerdict(version, out["verdict"], str(out.get("reason", "")), time.monotonic() - t0,
+                          out.get("torch_version"))
 
 
 def merge(row: dict[str, Any], rt: RuntimeVerdict) -> dict[str, Any]:

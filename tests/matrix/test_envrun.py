@@ -40,3 +40,34 @@ def test_run_uses_exactly_the_given_env_captures_or_logs_and_says_timeout(tmp_pa
     assert log.read_text().strip() == "logged"
     slow = envrun.run([sys.executable, "-c", "import time; time.sleep(30)"], cwd=tmp_path, env={}, timeout=0.5)
     assert slow.returncode is None
+
+
+def test_a_throwaway_env_is_deleted_after_use_and_when_it_cannot_be_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matrix.envs.tools import Ran
+
+    made: list[Path] = []
+
+    def create_env(env_dir: Path, python: str, timeout: float = 300) -> Ran:
+        (env_dir / "bin").mkdir(parents=True)
+        made.append(env_dir)
+        return Ran(["uv", "venv"], 0)
+
+    installs: list[tuple[list[str], list[str]]] = []
+
+    def install(py: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
+                *, quiet: bool = False) -> Ran:
+        installs.append((requirements, overrides))
+        return Ran(["uv", "pip", "install"], 1 if "broken==1" in requirements else 0, "", "no solution found")
+
+    monkeypatch.setattr(envrun, "create_env", create_env)
+    monkeypatch.setattr(envrun, "install", install)
+    with envrun.throwaway(tmp_path, "t-", "3.11", ["a==1", "b==2"], ["b==2"], 60) as env:
+        assert env.python == made[0] / "bin" / "python" and env.scratch.is_dir()
+        assert env.scratch.parent == env.root == made[0].parent
+    assert installs == [(["a==1", "b==2"], ["b==2"])]
+    assert not list(tmp_path.iterdir())  # deleted after use
+    with (pytest.raises(envrun.ThrowawayError, match=r"uv pip install a==1 broken==1 failed \(exit 1\)"),
+          envrun.throwaway(tmp_path, "t-", "3.11", ["a==1", "broken==1"], [], 60)):
+        raise AssertionError("entered an env that could not be built")
+    assert not list(tmp_path.iterdir())  # deleted when it could not be built

@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,34 +122,28 @@ def _read(path: Path) -> dict[str, Any] | None:
 def run_pair(unsloth: str, zoo: str, workdir: Path, *, entry: str, python: str = PYTHON) -> Outcome:
     """Install the pair into a fresh env under ``workdir``, run ``entry`` there on CPU, delete the env."""
     t0 = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix=f"pair-{unsloth}-{zoo}-", dir=workdir))
-    env_dir = root / "env"
+    pins = [f"unsloth=={unsloth}", f"unsloth_zoo=={zoo}"]
     try:
-        res = envrun.create_env(env_dir, python)
-        if not res.ok:
-            return Outcome("n/a", f"uv venv failed: {res.tail(3)}", time.monotonic() - t0, cacheable=False)
-        py = env_dir / "bin" / "python"
-        pins = [f"unsloth=={unsloth}", f"unsloth_zoo=={zoo}"]
-        res = envrun.install(py, pins, pins, root / "overrides.txt", INSTALL_TIMEOUT_S, quiet=True)
-        if not res.ok:
-            return Outcome("n/a", f"uv pip install {' '.join(pins)} failed (exit {res.returncode}): {res.tail(3)}",
-                           time.monotonic() - t0, cacheable=False)
-        scratch = root / "work"
-        scratch.mkdir()
-        result = root / "import.json"
-        ran = envrun.run([str(py), "-m", entry, "--out", str(result)], cwd=scratch, timeout=RUN_TIMEOUT_S,
-                         env=envrun.clean_env(envrun.probes_path(root), **CPU_ENV))
-        got = _read(result)
-        if ran.returncode is None:
-            return Outcome("n/a", f"import unsloth timed out after {RUN_TIMEOUT_S} s", time.monotonic() - t0,
-                           cacheable=False)
-        if got is None:
-            return Outcome("n/a", f"the import process died (exit {ran.returncode}): {ran.tail(3)}",
-                           time.monotonic() - t0)
-        outcome = {"ok": "imports", "skew": "skew"}.get(got.get("class", ""), "n/a")
-        return Outcome(outcome, str(got.get("reason", "")), time.monotonic() - t0, got.get("versions"))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        with envrun.throwaway(workdir, f"pair-{unsloth}-{zoo}-", python, pins, pins, INSTALL_TIMEOUT_S) as env:
+            return _import_in(env, t0, entry)
+    except envrun.ThrowawayError as exc:
+        return Outcome("n/a", str(exc), time.monotonic() - t0, cacheable=False)
+
+
+def _import_in(env: envrun.Throwaway, t0: float, entry: str) -> Outcome:
+    py, root, scratch = env.python, env.root, env.scratch
+    result = root / "import.json"
+    ran = envrun.run([str(py), "-m", entry, "--out", str(result)], cwd=scratch, timeout=RUN_TIMEOUT_S,
+                     env=envrun.clean_env(envrun.probes_path(root), **CPU_ENV))
+    got = _read(result)
+    if ran.returncode is None:
+        return Outcome("n/a", f"import unsloth timed out after {RUN_TIMEOUT_S} s", time.monotonic() - t0,
+                       cacheable=False)
+    if got is None:
+        return Outcome("n/a", f"the import process died (exit {ran.returncode}): {ran.tail(3)}",
+                       time.monotonic() - t0)
+    outcome = {"ok": "imports", "skew": "skew"}.get(got.get("class", ""), "n/a")
+    return Outcome(outcome, str(got.get("reason", "")), time.monotonic() - t0, got.get("versions"))
 
 
 Runner = Callable[[str, str, Path], Outcome]
