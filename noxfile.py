@@ -110,7 +110,7 @@ def _check_posargs(requested: list[str], argv: list[str]) -> None:
     name = names.pop()
     if name not in cli.COMMANDS or name in cli.PASSTHROUGH:
         return
-    got = cli.parse(cli.command_parser(name, f"nox -s {requested[0]} --"), argv[argv.index("--") + 1:])
+    got = cli.parse(cli.session_parser(name, f"nox -s {requested[0]} --"), argv[argv.index("--") + 1:])
     if isinstance(got, int):
         raise SystemExit(got)
 
@@ -132,7 +132,7 @@ def _exit(session: nox.Session, code: int) -> None:
 @nox.parametrize("cell", [nox.param(c, id=c) for c in CELLS])
 def cell(session: nox.Session, cell: str) -> None:
     """Build one cell's env, install its pair (overrides), probe, write cell JSON. Options: see `matrix`."""
-    args = cli.parse(cli.command_parser("matrix", "nox -s matrix --"), list(session.posargs))
+    args = cli.parse(cli.session_parser("matrix", "nox -s matrix --"), list(session.posargs))
     if isinstance(args, int):  # --help, or a usage error: every cell would say the same, so stop now
         raise SystemExit(args)
     env_dir = Path(session.virtualenv.location)

@@ -29,3 +29,10 @@ Generic code here names no check: what a check adds beyond its probes (scan
 target, mutation target, GPU measurement) is a capability of its folder,
 found through the registry (``probes.checks``).
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The repository root: the one definition (a leaf: every room may import it without importing another room).
+REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -28,9 +28,10 @@ written.
 
 from __future__ import annotations
 
+import argparse
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from reports.gate import Outcome
@@ -188,3 +189,24 @@ class MutationError(SkewmatrixError):
 
 class EnvironmentSetupError(SkewmatrixError):
     """Something this machine lacks for a session (e.g. the browser the tests need)."""
+
+
+# ---------------------------------------------------------------- the one parser factory
+
+
+def command_parser(command: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A parser for ``command`` with its exit codes (the table above) under ``--help``: every command's parser is
+    made here, the CLI's and those of the commands that parse their own arguments (scan, history, mutation, bench,
+    the GPU commands). A leaf, so a command's own module imports it without importing the CLI."""
+    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    kwargs.setdefault("epilog", epilog(command))
+    return argparse.ArgumentParser(**kwargs)
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """Parsed arguments, or the exit code argparse chose (0 after --help, 2 on bad input): a usage error is
+    argparse's message and an exit code, not an exception, for every command and its own parser."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS

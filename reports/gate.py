@@ -39,14 +39,24 @@ class CheckOutcome:
     expected: str | None
     kind: Kind
     reach: str | None = None
-    warn: bool = False  # a failing state the gate lets pass (``missing`` with reach ``latent``): a warning
-    reach_reason: str = ""
+    warn: bool = False  # a state the gate lets pass with a warning (``missing``, reach ``latent``; a check's ``warn``)
+    reach_reason: str = ""  # why it warns: the reach's words, or the check's ``warn``
+    word: str = ""  # the check's own word for the state (``Verdict.word``); "" when the state is the word
 
-    def describe(self) -> str:
-        """One line: what happened and, for a failure, why it counts as one."""
-        head = f"{self.cell_id} {self.check}: {self.state}" + (f" ({self.reach})" if self.reach else "")
+    @property
+    def shown(self) -> str:
+        """The state as every format shows it: the check's own word where it has one."""
+        return self.word or self.state
+
+    def finding(self, brief: bool = False) -> str:
+        """What happened without the cell (the same words for every cell it happened in); ``brief`` leaves the
+        reason of a warning out (it is printed once, grouped, by the report)."""
+        head = f"{self.check}: {self.shown}" + (f" ({self.reach})" if self.reach else "")
         if self.warn and self.kind == "pass":
-            return f"{head} (WARN: passes the gate; {self.reach_reason}; strict mode fails it)"
+            if brief:
+                return f"{head} (WARN: passes the gate)"
+            strict = "; strict mode fails it" if self.reach == "latent" else ""
+            return f"{head} (WARN: passes the gate; {self.reach_reason}{strict})"
         if self.kind == "xfail":
             return f"{head} (XFAIL: expected)"
         if self.kind == "xpass":
@@ -57,6 +67,10 @@ class CheckOutcome:
         if self.kind == "fail":
             return f"{head} (FAIL: fails the gate)"
         return head
+
+    def describe(self, brief: bool = False) -> str:
+        """One line: the cell, what happened and, for a failure, why it counts as one."""
+        return f"{self.cell_id} {self.finding(brief)}"
 
 
 @dataclass(frozen=True)
@@ -93,10 +107,15 @@ class Outcome:
         """Failing states the gate lets pass (``missing``, reach ``latent``), neither expected nor failing."""
         return [c for c in self.checks if c.warn and c.kind == "pass"]
 
-    def lines(self) -> list[str]:
-        """One line per (cell, check) that is not a plain pass, worst first; warnings last."""
-        return [c.describe() for k in KIND_ORDER[:3] for c in self.of_kind(k)] + [
-            c.describe() for c in self.warnings()]
+    def lines(self, brief: bool = False) -> list[str]:
+        """One line per finding that is not a plain pass, worst first, warnings last; the cells with the same
+        finding share one line (``finding: N cells: a, b``)."""
+        ordered = [c for k in KIND_ORDER[:3] for c in self.of_kind(k)] + self.warnings()
+        groups: dict[str, list[str]] = {}
+        for c in ordered:
+            groups.setdefault(c.finding(brief), []).append(c.cell_id)
+        return [f"{cells[0]} {text}" if len(cells) == 1 else f"{text}: {len(cells)} cells: {', '.join(cells)}"
+                for text, cells in groups.items()]
 
     def headline(self) -> str:
         """What every format opens with: the exit code's verdict in words (``GATE PASS``/``GATE FAIL``)."""
@@ -109,7 +128,13 @@ class Outcome:
             stale_words = f" ({stale} stale expectation(s), XPASS)" if stale else ""
             return f"GATE FAIL: {bad} of {cells} fail{'s' if n == 1 else ''}{stale_words}"
         extra = [f"{len(self.of_kind('xfail'))} expected failure(s), XFAIL"] if self.of_kind("xfail") else []
-        extra += [f"{len(self.warnings())} latent warning(s), WARN"] if self.warnings() else []
+        latent = [c for c in self.warnings() if c.reach == "latent"]
+        extra += [f"{len(latent)} latent warning(s), WARN"] if latent else []
+        others: dict[str, int] = {}
+        for c in self.warnings():
+            if c.reach != "latent":
+                others[c.shown] = others.get(c.shown, 0) + 1
+        extra += [f"{n} {word} warning(s), WARN" for word, n in others.items()]
         notes = f" ({'; '.join(extra)})" if extra else ""
         return f"GATE PASS: {'all ' if n > 1 else ''}{cells} pass{'es' if n == 1 else ''}{notes}"
 
@@ -138,7 +163,9 @@ def evaluate(report: dict[str, Any]) -> Outcome:
             failing = bool(verdict.get("gate_fail", state in failing_states))
             kind = judge(state, failing, expect.get(check), failing_states)
             out.append(CheckOutcome(cell_id, check, state, expect.get(check), kind, verdict.get("reach"),
-                                    bool(verdict.get("gate_warn")), str(verdict.get("reach_reason") or "")))
+                                    bool(verdict.get("gate_warn")),
+                                    str(verdict.get("warn") or verdict.get("reach_reason") or ""),
+                                    str(verdict.get("word") or "")))
         for check in expect.keys() - verdicts.keys():
             # An expectation about a check the cell has no verdict for cannot be met: stale.
             out.append(CheckOutcome(cell_id, check, "no verdict", expect[check], "fail"))

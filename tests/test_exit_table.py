@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from matrix import cli, errors
-from matrix.cli.arguments import parse
+from matrix.errors import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def test_every_help_epilog_is_the_commands_column(name: str) -> None:
     expected = ["exit codes:"] + [f"{r.code} {r.meanings[col]}" for r in errors.TABLE if r.meanings[col]]
     assert " ".join(errors.epilog(name).split()) == " ".join(expected)
     assert all(len(line) <= 100 for line in errors.epilog(name).splitlines())
-    assert cli.command_parser(name, f"nox -s {name} --").epilog == errors.epilog(name)
+    assert cli.session_parser(name, f"nox -s {name} --").epilog == errors.epilog(name)
 
 
 @pytest.mark.parametrize(("name", "argv", "needle"), [

@@ -9,7 +9,8 @@ cycles, arrows back up); pytest enforces the rules:
 * a check's ``__init__.py``, ``verdict.py`` and ``render.py`` are stdlib-only
   (plus the registry, its capability types and the vocabulary), because
   ``reports`` imports them;
-* no import cycle between modules, counting function-level imports too;
+* no import cycle between modules, counting function-level imports too, nor between rooms (``matrix``'s
+  packages, ``reports``, ``probes``);
 * a hazard's names appear only inside its check folder (the registry line
   excepted): its folder, id and kernel (the kernel's last name too), and
   what its capabilities declare -- the function its scan target judges, the
@@ -272,6 +273,33 @@ def largest() -> tuple[int, str]:
 
 def test_no_import_cycles() -> None:
     assert cycles(graph()) == []
+
+
+def room_of(module: str) -> str:
+    """The room a module lives in: ``matrix.cells.cell`` -> ``matrix.cells``; ``reports.*`` and ``probes.*`` are
+    one room each (a check folder importing the generic probe machinery is its contract, not a cycle)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "matrix" and len(parts) > 1 else parts[0]
+
+
+def room_graph(g: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Room -> the other rooms its modules import (a module-level graph folded by :func:`room_of`)."""
+    out: dict[str, set[str]] = {}
+    for module, deps in g.items():
+        here = room_of(module)
+        out.setdefault(here, set()).update(room_of(d) for d in deps if room_of(d) != here)
+    return out
+
+
+def test_no_cycle_between_rooms() -> None:
+    """A cycle of packages is a cycle all the same, even when no two modules import each other: a command's own
+    module importing the CLI package, which imports every command, was three of them."""
+    assert cycles(room_graph(graph())) == []
+
+
+def test_a_cycle_between_rooms_is_seen_where_no_module_cycle_is() -> None:
+    g = {"matrix.a.x": {"matrix.b.y"}, "matrix.b.y": set(), "matrix.b": {"matrix.a.z"}, "matrix.a.z": set()}
+    assert cycles(g) == [] and cycles(room_graph(g)) != []
 
 
 def test_no_arrows_back_up() -> None:

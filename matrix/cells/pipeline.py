@@ -202,9 +202,10 @@ def report(run: Run, dirs: list[Path] | None = None, *, log: Callable[[str], Any
             if not target.is_file() or json.loads(target.read_text(encoding="utf-8")) != r:
                 write_json_atomic(target, r)
     written = write_all(rep, out)
-    log(RENDERERS["terminal"].render(rep))
     for p in written:
         log(f"wrote {p}")
+    # Last, so that a terminal ends on it: the findings in full, the grid, the grouped summary, the headline.
+    log(RENDERERS["terminal"].render(rep))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         # The summary renderer keeps itself under GitHub's 1 MiB cap.
@@ -233,8 +234,9 @@ def judge(rep: dict[str, Any], run: Run, *, exit_zero: bool = False, verbose: in
 
     expect_from_matrix(rep, run.matrix)
     outcome = evaluate(rep)
-    lines = [c.describe() for c in outcome.checks] if verbose else outcome.lines()
-    for line in lines:
+    # One short line per finding, identical ones grouped (the report printed each in full once); -v lists every
+    # (cell, check) with its whole reason.
+    for line in [c.describe() for c in outcome.checks] if verbose else outcome.lines(brief=True):
         log(f"  {line}")
     code = errors.run_code(outcome)
     colour = "green" if code == errors.EXIT_OK else "red"
@@ -261,6 +263,6 @@ def finish_cell(record: dict[str, Any], cell: spec.Cell, run: Run, *, seconds: f
     states = {c.check: c.state for c in outcome.checks}
     kind = outcome.cell_kind(cell.id)
     log(cell_line(k, n, cell.id, states, kind, seconds))
-    for line in outcome.lines():
+    for line in outcome.lines(brief=True):  # the reasons come once, grouped, with the report
         log(f"  {line}")
     return kind

@@ -34,9 +34,8 @@ from matrix.cli.arguments import (
     add_pinned_arguments,
     add_report_arguments,
     add_run_arguments,
-    parse,
 )
-from matrix.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, SkewmatrixError, cell_code, epilog
+from matrix.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, SkewmatrixError, cell_code, epilog, parse
 
 DEBUG_ENV = "SKEWMATRIX_DEBUG"
 class _Parser(argparse.ArgumentParser):
@@ -273,7 +272,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
 PASSTHROUGH = ("scan", "history", "mutation", "bench", "gpu-wheelhouse", "gpu-check")
 
 
-def command_parser(name: str, prog: str) -> argparse.ArgumentParser:
+def session_parser(name: str, prog: str) -> argparse.ArgumentParser:
     """The parser of one command on its own, e.g. for ``nox -s NAME -- ARGS`` (``prog="nox -s NAME --"``)."""
     help_, add, _ = COMMANDS[name]
     p = _Parser(prog=prog, description=help_, add_help=name not in PASSTHROUGH, epilog=epilog(name))
@@ -368,7 +367,7 @@ def session_main(name: str, argv: list[str], run: Callable[..., int] | None = No
     if name in PASSTHROUGH:
         ns = argparse.Namespace(args=list(argv))
         return guarded(lambda: dispatch(run or COMMANDS[name][2], ns, base), prog=f"skewmatrix {name}")
-    args = parse(command_parser(name, prog), argv)
+    args = parse(session_parser(name, prog), argv)
     if isinstance(args, int):
         return args
     return guarded(lambda: dispatch(run or COMMANDS[name][2], args, base), prog=f"skewmatrix {name}")

@@ -11,21 +11,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-from matrix.errors import EXIT_HARNESS, epilog
 
 FORMATS = ("terminal", "markdown", "json", "junit", "html")
 
 
-
-
-def command_parser(command: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A parser for ``command`` with its exit codes (``matrix.errors``) under ``--help``; the commands that parse
-    their own arguments (scan, mutation, bench scan, the GPU commands) build theirs here."""
-    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-    kwargs.setdefault("epilog", epilog(command))
-    return argparse.ArgumentParser(**kwargs)
 
 
 # ---------------------------------------------------------------- argument groups shared by several commands
@@ -83,10 +72,3 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-warmup", action="store_true", help="the uv cache is known to be warm")
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
-    """Parsed arguments, or the exit code argparse chose (0 after --help, 2 on bad input): a usage error is
-    argparse's message and an exit code, not an exception, for every command and its own parser."""
-    try:
-        return parser.parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS

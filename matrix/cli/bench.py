@@ -45,9 +45,8 @@ from typing import Any
 from matrix.cells import timings
 from matrix.cells.cell import write_json_atomic
 from matrix.cells.runs import Run
-from matrix.cli.arguments import command_parser, parse
 from matrix.envs import envrun
-from matrix.errors import SkewmatrixError
+from matrix.errors import SkewmatrixError, command_parser, parse
 from matrix.scan.cache import ScanIndex, write_atomic
 from matrix.scan.run import ScanOptions
 from matrix.scan.run import run as run_scan

@@ -37,9 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from matrix import REPO_ROOT
 from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
 from matrix.errors import SkewmatrixError
-from matrix.spec.settings import REPO_ROOT
 
 PROBES_DIR = REPO_ROOT / "probes"
 # The probes need no network: keep the libraries under test off it (hubs, telemetry).

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.cells.cell import write_json_atomic
-from matrix.cli.arguments import command_parser, parse
+from matrix.errors import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
 from matrix.gpu.cells import run_case
 from matrix.gpu.interpreter import inspect_python

@@ -36,7 +36,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from matrix.cli.arguments import command_parser, parse
+from matrix.errors import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
 from matrix.spec.settings import REPO_ROOT
 from probes.checks import GpuCase, GpuMeasure

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrix.cli.arguments import command_parser, parse
 from matrix.envs import envrun
-from matrix.errors import MutationError, mutation_code
+from matrix.errors import MutationError, command_parser, mutation_code, parse
 from matrix.mutation import survivors
 from matrix.spec import REPO_ROOT
 from probes import checks

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from matrix.cli.arguments import command_parser, parse
-from matrix.errors import scan_code
+from matrix.errors import command_parser, parse, scan_code
 from matrix.scan.cache import write_atomic
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
 from matrix.scan.terms import ScanError

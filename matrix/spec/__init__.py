@@ -23,6 +23,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from matrix import REPO_ROOT
 from matrix.errors import SpecError
 from matrix.index import IndexClient
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
@@ -36,7 +37,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MATRIX = REPO_ROOT / "matrix" / "default.toml"
 MATRIX_ENV = "SKEWMATRIX_MATRIX"
 nox_safe = tables.nox_safe  # how nox names a cell's env directory (matrix.cli.bench reads it here)

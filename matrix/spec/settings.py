@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from matrix import REPO_ROOT
+
+__all__ = ["CACHE_ENV", "OUT_ENV", "REPO_ROOT", "RUN_ID_ENV", "STRICT_ENV", "scan_cache_dir"]
 OUT_ENV = "SKEWMATRIX_OUT"
 CACHE_ENV = "SKEWMATRIX_CACHE"
 RUN_ID_ENV = "SKEWMATRIX_RUN_ID"

@@ -174,6 +174,11 @@ class Verdict:
     symptom: str = ""
     reach: Reach | None = None  # None for the passing states
     reach_reason: str = ""
+    # The check's own word for this state, where the guard vocabulary does not fit its subject (a pair that
+    # works is ``compatible``, not ``fixed / not-needed``); every renderer shows it instead of zoo / guard.
+    word: str = ""
+    # Why a passing state is still a warning (a ``degraded`` pair: the features it breaks); "" for none.
+    warn: str = ""
 
     def to_dict(self, failing: frozenset[str] = FAILING_BY_DEFAULT, strict: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -186,8 +191,9 @@ class Verdict:
             **asdict(self.training), "masked_inputs": list(self.training.masked_inputs),
             "label": self.training.label()}
         d["gate_fail"] = fails_gate(self.guard.value, d["reach"], failing, strict)
-        # A failing state that the gate lets pass (missing, latent): shown as a warning everywhere.
-        d["gate_warn"] = self.guard.value in failing and not d["gate_fail"]
+        # A failing state that the gate lets pass (missing, latent), or a passing one the check calls a warning
+        # (``warn``): shown as a warning everywhere.
+        d["gate_warn"] = (self.guard.value in failing or bool(self.warn)) and not d["gate_fail"]
         return d
 
 

@@ -119,10 +119,13 @@ class HtmlRenderer(Renderer):
                 for c in checks:
                     v = verdict_of(e, c["id"])
                     guard = state_of(v, "guard")
+                    # each square carries its check's short label, so no legend is needed to read the grid
+                    colour = "g-warn" if v.get("gate_warn") else guard_class(guard)
                     squares.append(
-                        f'<span class="sq {"g-warn" if v.get("gate_warn") else guard_class(guard)}" '
+                        f'<span class="sqrow"><span class="sq {colour}" '
                         f'data-check="{esc(c["id"])}" data-guard="{esc(guard)}" '
-                        f'title="{esc(verdict_line(e, c["id"], labels[c["id"]]))}">{_mark(v)}</span>')
+                        f'title="{esc(verdict_line(e, c["id"], labels[c["id"]]))}">{_mark(v)}</span>'
+                        f'<small class="sql">{esc(labels[c["id"]])}</small></span>')
                 cid = str(e.get("cell_id"))
                 tds.append(f'<td class="gcell {"fail" if fail else "pass"}" data-cell="{esc(cid)}" '
                            f'data-gate="{"fail" if fail else "pass"}"><a href="{esc(anchor(cid))}" '
@@ -153,8 +156,8 @@ class HtmlRenderer(Renderer):
                             f'{esc(c.get("hazard"))}. Kernel <code>{esc(c.get("kernel"))}</code>.</p><table><tbody>'
                             f"{states}</tbody></table><p>Zoo state (static and runtime detectors must agree): {zoo}."
                             "</p></details>")
-        return (f'<div class="legend" id="legend"><p>One square per check in each cell, in this order: {order}. '
-                f'Hover a square for its verdict; click it for the cell\'s evidence.</p><ul class="states">'
+        return (f'<div class="legend" id="legend"><p>One labelled square per check in each cell, in this order: '
+                f'{order}. Hover a square for its verdict; click it for the cell\'s evidence.</p><ul class="states">'
                 f'{"".join(rows)}</ul>{"".join(meanings)}</div>')
 
     def _failures(self, report: dict[str, Any], cells: list[dict[str, Any]]) -> str:

@@ -79,6 +79,7 @@ td.gcell.fail{box-shadow:inset 0 0 0 3px #82071e}
 section.check{border-left:4px solid var(--pass);padding:2px 0 6px 12px;margin:10px 0}
 section.check.fail{border-left-color:var(--fail)}
 h4{font-size:13px;margin:10px 0 4px}
+.sqrow{display:block;white-space:nowrap}.gcell small.sql{display:inline;color:var(--mute);font-size:12px}
 .sq{display:inline-block;width:26px;height:26px;margin:3px;border-radius:4px;text-align:center;
 font:700 15px/26px system-ui,sans-serif;vertical-align:middle;border:1px solid rgba(0,0,0,.25)}
 .states{list-style:none;padding:0;margin:4px 0;columns:2}.states li{margin:2px 0;break-inside:avoid}

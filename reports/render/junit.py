@@ -142,6 +142,8 @@ class JunitRenderer(Renderer):
             v = verdict_of(cell, check["id"])
             suite.prop(f"check.{check['id']}.guard_state", v.get("guard"))
             suite.prop(f"check.{check['id']}.zoo_state", v.get("zoo"))
+            if v.get("word"):  # the check's own word for the state (a pair is compatible, degraded, ...)
+                suite.prop(f"check.{check['id']}.state", v.get("word"))
             suite.prop(f"check.{check['id']}.training", training_label(training_of(cell, check["id"])))
             suite.prop(f"check.{check['id']}.reach", v.get("reach"))
             suite.prop(f"check.{check['id']}.gate",
@@ -188,9 +190,11 @@ class JunitRenderer(Renderer):
                    word: str) -> None:
         cid = check["id"]
         v = verdict_of(cell, cid)
-        guard, reason = state_of(v, "guard"), str(v.get("guard_reason") or "")
-        story = [f"guard {guard}: {reason}", f"zoo {state_of(v, 'zoo')}: {v.get('zoo_reason') or ''}",
-                 f"training: {training_label(training_of(cell, cid))}"]
+        # a check that speaks its own words is judged in them (``word``); the others in the guard vocabulary
+        guard, reason = str(v.get("word") or state_of(v, "guard")), str(v.get("guard_reason") or "")
+        story = ([f"{guard}: {reason}"] if v.get("word") else
+                 [f"guard {guard}: {reason}", f"zoo {state_of(v, 'zoo')}: {v.get('zoo_reason') or ''}"])
+        story.append(f"training: {training_label(training_of(cell, cid))}")
         failing = (v.get("behavior") or {}).get("failing") or []
         if failing:
             story.append(f"failing behaviour tests: {', '.join(map(str, failing))}")
@@ -206,8 +210,8 @@ class JunitRenderer(Renderer):
         if v.get("reach"):
             story.insert(1, f"reach {v['reach']}: {v.get('reach_reason') or ''}")
         if word == "WARN":
-            suite.case(group, "guard state", outcome="skipped",
-                       message=f"WARN: {guard}, reach latent: {v.get('reach_reason') or ''}", text="\n".join(story))
+            why = v.get("warn") or f"reach latent: {v.get('reach_reason') or ''}"
+            suite.case(group, "guard state", outcome="skipped", message=f"WARN: {guard}, {why}", text="\n".join(story))
             return
         if not v.get("gate_fail"):
             note = residual_note(cell, cid)
@@ -225,9 +229,9 @@ class JunitRenderer(Renderer):
             return
         text = "\n".join(story)
         err = cell.get("error")
-        if guard == "error" and isinstance(err, dict):
+        if v.get("guard") == "error" and isinstance(err, dict):
             text += f"\n\n{err.get('kind')}: {err.get('message', '')}\n\n{err.get('log_tail', '')}"
-        suite.case(group, "guard state", outcome="error" if guard == "error" else "failure", message=message,
+        suite.case(group, "guard state", outcome="error" if v.get("guard") == "error" else "failure", message=message,
                    text=text)
 
     @staticmethod

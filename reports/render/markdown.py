@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from reports.advice import advice, fixed_since
 from reports.render.base import Renderer, fmt_seconds, short_digest
 from reports.render.details import check_details, train_table
+from reports.render.findings import Finding, findings, summary_lines
 from reports.render.view import (
     admissible_text,
     build_descriptions,
@@ -92,6 +93,14 @@ def failing_items(report: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     return out
 
 
+def finding_items(f: Finding) -> list[str]:
+    """One finding as Markdown: its head (status, check, state, cells), its reason, then its details."""
+    cells = ", ".join(f"`{c}`" for c in f.cells)
+    where = cells if len(f.cells) == 1 else f"{len(f.cells)} cells: {cells}"
+    out = [f"- **{f.word}** `{f.check}`: **{_esc(f.state)}** in {where}: {_esc(f.reason)}"]
+    return out + [f"  - {label}: {_esc(text)}" for label, text in f.details]
+
+
 class MarkdownRenderer(Renderer):
     filename: ClassVar[str | None] = "report.md"
 
@@ -109,14 +118,18 @@ class MarkdownRenderer(Renderer):
         lines += [f"**{'✅' if passes else '❌'} {words}** ({len(failed)} cell(s) in a failing state; failing "
                   f"states: {', '.join(gate.get('failing_states') or [])}"
                   + ("; strict: latent fails too" if gate.get("strict") else "") + ").", ""]
+        found = findings(report)
+        short = summary_lines(found)
+        if short:  # what a person reads first: one line per finding, identical ones grouped
+            lines += [f"- {_esc(x)}" for x in short] + [""]
         lines += ["| check | guard states |", "|---|---|"]
         for c in checks:
             counts = ", ".join(f"{s} {n}" for s, n in state_counts(report, c["id"])) or "none"
             lines.append(f"| `{c['id']}` ({_esc(labels[c['id']])}) | {_esc(counts)} |")
         lines += ["", *self._grid(report, cells), ""]
-        findings = [line for e in cells for line in failing_items(report, e)]
-        if findings:
-            lines += ["## Failing and latent checks", "", *findings, ""]
+        grouped = [line for f in found for line in finding_items(f)]
+        if grouped:
+            lines += ["## Findings", "", "Each finding once, with the cells it covers.", "", *grouped, ""]
         lines += ["<details><summary>Legend</summary>", ""]
         for c in checks:
             lines += [f"**`{c['id']}`** ({_esc(labels[c['id']])}): {_esc(c.get('title') or '')}. "
@@ -197,8 +210,9 @@ class MarkdownRenderer(Renderer):
     def _check(e: dict[str, Any], c: dict[str, Any]) -> list[str]:
         cid = c["id"]
         v = verdict_of(e, cid)
-        out = [f"#### `{cid}`: zoo {state_of(v, 'zoo')}, guard {state_of(v, 'guard')}"
-               + (" (fails the gate)" if v.get("gate_fail") else ""), ""]
+        state = (f"{v['word']}" if v.get("word") else f"zoo {state_of(v, 'zoo')}, guard {state_of(v, 'guard')}")
+        out = [f"#### `{cid}`: {state}" + (" (fails the gate)" if v.get("gate_fail") else "")
+               + (" (a warning)" if v.get("gate_warn") else ""), ""]
         out.append(f"- guard: {_esc(v.get('guard_reason') or '-')}")
         out.append(f"- zoo: {_esc(v.get('zoo_reason') or '-')} (static: {v.get('static') or '-'}, "
                    f"runtime: {v.get('runtime') or '-'})")

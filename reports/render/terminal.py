@@ -1,11 +1,11 @@
 """The terminal summary printed at the end of every run (colour only on a TTY, ``NO_COLOR`` honoured).
 
-The grid has one row per unsloth build and one column per zoo build; each
-cell shows one line per registered check (``label: zoo / guard behaviour ·
-train outcome``). Below it, every failing check of every cell with its
-reason, the user-visible symptom and the plain words of ``reports.advice``;
-then the passing checks with residual failures, the scan's disagreements and
-the gate line.
+Read bottom up, as a terminal is: it ends on the gate's headline, and the harness then prints one short line
+per finding (``reports.gate.Outcome.lines``, identical findings grouped) and the exit code: the summary a
+person reads first. Above the headline the grid (one row per unsloth build, one column per zoo build, one
+short line per check in the check's own words: state, reach, a failing training run), and above that every
+finding in full, once, with the cells it covers (``reports.render.findings``), its reason, the user-visible
+symptom and the plain words of ``reports.advice``; then the scan's disagreements.
 """
 
 from __future__ import annotations
@@ -14,28 +14,15 @@ import os
 import sys
 from typing import Any, ClassVar
 
-from reports.advice import advice, fixed_since
 from reports.render.base import Renderer
-from reports.render.view import (
-    grid_axes,
-    grid_index,
-    headline,
-    plural,
-    report_checks,
-    residual_names,
-    residual_note,
-    residual_of,
-    short_labels,
-    state_of,
-    status_word,
-    verdict_line,
-    verdict_of,
-)
+from reports.render.findings import Finding, compact_line, findings
+from reports.render.view import grid_axes, grid_index, headline, plural, report_checks, short_labels, verdict_of
 
 COLOURS = {
     "activates": "32", "no-ops": "32", "not-needed": "32",
     "missing": "31;1", "broken": "31;1", "error": "35;1", "warn": "33;1",
 }
+WORD_COLOURS = {"FAIL": "missing", "XPASS": "missing", "XFAIL": "warn", "WARN": "warn", "PASS": "not-needed"}
 
 
 class TerminalRenderer(Renderer):
@@ -70,13 +57,21 @@ class TerminalRenderer(Renderer):
                 if e is None:
                     lines[u, z] = [("", "-")]
                     continue
-                lines[u, z] = [(state_of(verdict_of(e, c["id"]), "guard"),
-                                verdict_line(e, c["id"], labels[c["id"]])) for c in checks] or [("", "-")]
+                lines[u, z] = [(_colour_of(verdict_of(e, c["id"])), compact_line(e, c["id"], labels[c["id"]]))
+                               for c in checks] or [("", "-")]
         corner = " \\ ".join(grid_axes(report))
         w0 = max([len(corner), *(len(u) for u in rows)])
         widths = [max([len(z), *(len(t) for u in rows for _, t in lines[u, z])]) for z in zoos]
+        found = findings(report)
         out = [f"skewmatrix: {report.get('matrix', '')} ({plural(len(cells), 'cell')} × "
                f"{plural(len(checks), 'check')})", ""]
+        if found:
+            out += ["Findings in full (each once, with the cells it covers):", ""]
+            for f in found:
+                out += [*self._finding(f, paint), ""]
+        for c in (report.get("scan") or {}).get("comparisons", []):
+            if c.get("status") == "inconsistent":
+                out.append(paint("error", f"INCONSISTENT {c.get('cell_id')}: {c.get('reason')}"))
         out.append("  ".join([corner.ljust(w0), *(z.ljust(w) for z, w in zip(zoos, widths, strict=True))]).rstrip())
         for u in rows:
             height = max([1, *(len(lines[u, z]) for z in zoos)])
@@ -87,37 +82,19 @@ class TerminalRenderer(Renderer):
                     parts.append(paint(st, text.ljust(w)) if st else text.ljust(w))
                 out.append("  ".join(parts).rstrip())
         out.append("")
-        out += self._findings(report, cells, checks, paint)
-        for c in (report.get("scan") or {}).get("comparisons", []):
-            if c.get("status") == "inconsistent":
-                out.append(paint("error", f"  INCONSISTENT {c.get('cell_id')}: {c.get('reason')}"))
         passes, words = headline(report)
         out.append(paint("not-needed" if passes else "missing", words))
         return "\n".join(out) + "\n"
 
     @staticmethod
-    def _findings(report: dict[str, Any], cells: list[dict[str, Any]], checks: list[dict[str, Any]],
-                  paint: Any) -> list[str]:
-        out = []
-        for e in cells:
-            cid = e.get("cell_id")
-            for c in checks:
-                v = verdict_of(e, c["id"])
-                word = status_word(report, e, c["id"])
-                if v.get("gate_fail"):
-                    guard = state_of(v, "guard")
-                    out.append(paint(guard, f"{word} {cid} · {c['id']}: {guard}: {v.get('guard_reason') or ''}"))
-                    if v.get("symptom"):
-                        out.append(f"    symptom: {v['symptom']}")
-                    a = advice(e, c, fixed=fixed_since(report, c["id"]))
-                    out += [f"    {label}: {text}" for label, text in a.lines()]
-                elif word == "WARN":
-                    out.append(paint("warn", f"WARN {cid} · {c['id']}: {state_of(v, 'guard')}, reach latent: "
-                                             f"{v.get('reach_reason') or ''}"))
-                elif word == "XPASS":
-                    out.append(paint("missing", f"XPASS {cid} · {c['id']}: expected {e['expect'][c['id']]}, got "
-                                                f"{state_of(v, 'guard')}: the expectation is stale"))
-                elif residual_of(e, c["id"]):
-                    out.append(f"PASS {cid} · {c['id']}: {residual_note(e, c['id'])} "
-                               f"({residual_names(e, c['id'])})")
-        return out
+    def _finding(f: Finding, paint: Any) -> list[str]:
+        """A finding in full: its head, its reason, then its details, each on a line of its own."""
+        out = [paint(WORD_COLOURS.get(f.word, ""), f.head()), f"    {f.reason}"]
+        return out + [f"    {label}: {text}" for label, text in f.details]
+
+
+def _colour_of(v: dict[str, Any]) -> str:
+    """The colour key of a grid line: failing and warning states stand out, passing ones are green."""
+    if v.get("gate_warn"):
+        return "warn"
+    return str(v.get("guard") or "")

@@ -281,8 +281,11 @@ def verdict_line(entry: dict[str, Any], check_id: str, label: str, *, mark: Any 
     """
     v = verdict_of(entry, check_id)
     guard = state_of(v, "guard")
-    guard_txt = mark(guard, bool(v.get("gate_fail"))) if mark else guard
-    text = f"{label}: {state_of(v, 'zoo')} / {guard_txt}"
+    if v.get("word"):  # the check speaks its own words (a pair is compatible, not ``fixed / not-needed``)
+        text = f"{label}: {mark(str(v['word']), bool(v.get('gate_fail'))) if mark else v['word']}"
+    else:
+        guard_txt = mark(guard, bool(v.get("gate_fail"))) if mark else guard
+        text = f"{label}: {state_of(v, 'zoo')} / {guard_txt}"
     if v.get("reach"):
         text += f" ({v['reach']})"
     beh = behaviour_label(v)
@@ -334,7 +337,16 @@ def cell_failed(report: dict[str, Any], entry: dict[str, Any]) -> bool:
 
 
 def state_counts(report: dict[str, Any], check_id: str) -> list[tuple[str, int]]:
-    """The report's guard-state counts of one check, non-zero only, in the report's order."""
+    """The report's state counts of one check, non-zero only: its guard states in the report's order, or, for a
+    check that speaks its own words (``word``), those words in the order the cells first show them."""
+    verdicts = [verdict_of(_dict(e), check_id) for e in _list(report.get("cells"))]
+    if any(v.get("word") for v in verdicts):
+        words: dict[str, int] = {}
+        for v in verdicts:
+            if v:
+                w = str(v.get("word") or v.get("guard") or "-")
+                words[w] = words.get(w, 0) + 1
+        return list(words.items())
     counts = _dict(_dict(report.get("summary")).get(check_id))
     return [(str(k), int(v)) for k, v in counts.items() if isinstance(v, int) and v]
 

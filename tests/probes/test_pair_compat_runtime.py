@@ -87,3 +87,37 @@ def test_the_runtime_step_is_an_unsloth_step_that_reads_the_cells_own_import() -
     assert not phases.RAW_STEPS  # no second `import unsloth` in a child of the raw process
     # both read the import: the trainers step says n/a itself when the import failed
     assert [(s.name, s.reads_import) for s in phases.UNSLOTH_STEPS] == [("runtime", True), ("trainers", True)]
+
+
+def own(static: str, pair: str, cls: str | None, breaks_at: str | None = None) -> dict:
+    s = section(static, cls)
+    s["static"].update({"pair": pair, "reason": f"{pair}: missing `x` (save / GGUF export)", "breaks_at": breaks_at})
+    return s
+
+
+def test_the_check_speaks_its_own_words_and_a_degraded_pair_warns() -> None:
+    from reports.gate import evaluate
+
+    ok = classify(own("fixed", "compatible", "ok"), {})
+    assert (ok.guard.value, ok.word, ok.warn) == ("not-needed", "compatible", "")
+    deg = classify(own("fixed", "degraded", "ok"), {})
+    assert (deg.guard.value, deg.word) == ("not-needed", "degraded")
+    assert "save / GGUF export" in deg.warn  # the features it breaks
+    d = deg.to_dict()
+    assert d["gate_warn"] and not d["gate_fail"]
+    # degraded on a host where the import cannot run: the static reading alone still warns
+    assert classify(own("fixed", "degraded", "environment"), {}).word == "degraded"
+    bad = classify(own("vulnerable", "incompatible", "skew"), {})
+    assert (bad.guard.value, bad.word) == ("missing", "incompatible") and bad.to_dict()["gate_fail"]
+    load = classify(own("vulnerable", "incompatible", "environment", "model-load"), {})
+    assert load.word == "incompatible (breaks at model load)" and load.to_dict()["gate_fail"]
+    assert classify(own("unknown", "unknown", "environment"), {}).word == "unknown"
+    rep = {"gate": {}, "cells": [{"cell_id": "a", "verdicts": {"pair-compat": d}},
+                                 {"cell_id": "b", "verdicts": {"pair-compat": d}}]}
+    outcome = evaluate(rep)
+    assert outcome.passed
+    assert outcome.headline() == "GATE PASS: all 2 cells pass (2 degraded warning(s), WARN)"
+    # the two cells share one line, and a degraded pair is no latent reach: strict mode is not mentioned
+    [line] = outcome.lines()
+    assert line.startswith("pair-compat: degraded (WARN: passes the gate; degraded: missing `x` (save / GGUF")
+    assert line.endswith(": 2 cells: a, b") and "strict" not in line

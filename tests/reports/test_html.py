@@ -353,3 +353,10 @@ def test_the_guard_probe_routes_come_from_the_checks_renderer(dom: Node) -> None
     cells = row.find_all("td")
     assert [td.all_text() for td in cells][:2] == ["public", "nan"] and "bad" in cells[1].classes()
     assert "mono" in cells[3].classes()
+
+
+def test_each_grid_square_carries_its_checks_short_label(dom: Node) -> None:
+    """The grid reads without the legend: every square sits beside its check's short label."""
+    rows = [n for n in grid_cells(dom)["u1__z1"].find_all("span") if "sqrow" in n.classes()]
+    assert [(r.find_all("span")[1].attrs["data-check"], r.find_all("small")[0].all_text()) for r in rows] == [
+        (LOSS["id"], "toy-loss"), (CPU["id"], "cpu-ops")]

@@ -244,3 +244,18 @@ def test_properties_on_suites_only(root: ET.Element) -> None:
 
 def test_control_characters_are_made_visible_not_written(xml_text: str) -> None:
     assert "\x1b" not in xml_text and "\\x1b[31merror" in xml_text
+
+
+def test_a_check_in_its_own_words_is_judged_in_them() -> None:
+    """A degraded pair (a passing state the check calls a warning) is a skipped gate case saying why; its own word
+    is a suite property; the story leads with that word, not the guard vocabulary."""
+    cell = reachable_cell()
+    v = cell["verdicts"][LOSS["id"]]
+    v.update(word="degraded", warn="missing `x` (save / GGUF export)", gate_warn=True)
+    s = suite(render(cell), "u1__z2")
+    props = {p.get("name"): p.get("value") for p in s.iter("property")}
+    assert props[f"check.{LOSS['id']}.state"] == "degraded" and props[f"check.{LOSS['id']}.gate"] == "warn"
+    skipped = case(s, LOSS["id"], "gate", "guard state").find("skipped")
+    assert skipped is not None
+    assert skipped.get("message") == "WARN: degraded, missing `x` (save / GGUF export)"
+    assert skipped.text is not None and skipped.text.startswith("degraded: ")

@@ -35,6 +35,11 @@ Z1_LOSS = "toy-loss: vulnerable / missing (exposed) 2/3 (+1 n/a) · train nan-lo
 Z1_CPU = "cpu-ops: absent / not-needed"
 Z2_LOSS = "toy-loss: fixed / not-needed 2/2 · train clean"
 Z2_CPU = "cpu-ops: vulnerable / missing (unknown) 3/4"
+# the same cells in the terminal's compact grid: the state in the check's words, its reach, a NaN training run
+T1_LOSS = "toy-loss: missing (exposed) · train nan-logged from step 4"
+T1_CPU = "cpu-ops: not-needed"
+T2_LOSS = "toy-loss: not-needed"
+T2_CPU = "cpu-ops: missing (unknown)"
 
 
 @pytest.fixture
@@ -48,37 +53,52 @@ def test_short_labels_take_two_words_unless_they_clash() -> None:
     assert short_labels(clash) == {"toy-loss-one": "toy-loss-one", "toy-loss-two": "toy-loss-two", "solo": "solo"}
 
 
-def test_terminal_grid_one_line_per_check_and_plain_words(report: dict) -> None:
+def test_terminal_findings_in_full_then_the_grid_then_the_headline(report: dict) -> None:
     text = TerminalRenderer(colour=False).render(report)
-    w = len(Z1_LOSS)  # the widest line of column z1
+    w = len(T1_LOSS)  # the widest line of column z1
     assert text.splitlines() == [
         "skewmatrix: matrix/test.toml (2 cells × 2 checks)",
         "",
-        "unsloth \\ zoo  " + "z1".ljust(w) + "  z2",
-        "u1             " + Z1_LOSS + "  " + Z2_LOSS,
-        "               " + Z1_CPU.ljust(w) + "  " + Z2_CPU,
+        "Findings in full (each once, with the cells it covers):",
         "",
-        "FAIL u1__z1 · toy-loss-masked-nan: missing: no guard replaced the forward",
+        "FAIL toy-loss-masked-nan: missing (exposed) in u1__z1",
+        "    no guard replaced the forward",
         "    symptom: logged loss NaN from step 4 to the end",
         "    reach: exposed: reach exposed",
         f"    install: {UNREACHABLE}",
         "    fix: Upgrade toy_zoo to a release that guards the zero divisor. toy_zoo>=2026.10.6 carries the fix.",
         f"    next step: {NEXT_STEP['missing']}",
-        "FAIL u1__z2 · cpu-ops-empty-batch: missing: no guard targets this kernel",
+        "",
+        "FAIL cpu-ops-empty-batch: missing (unknown) in u1__z2",
+        "    no guard targets this kernel",
         "    symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
         "    reach: unknown: reach unknown",
         f"    install: {REACHABLE}",
         "    fix: Pass num_items_in_batch explicitly until toy_zoo guards it. No toy_zoo release carries a fix yet: "
         "toy/toy-zoo#7 is open, not released.",
         f"    next step: {NEXT_STEP['missing']}",
+        "",
+        "unsloth \\ zoo  " + "z1".ljust(w) + "  z2",
+        "u1             " + T1_LOSS + "  " + T2_LOSS,
+        "               " + T1_CPU.ljust(w) + "  " + T2_CPU,
+        "",
         "GATE FAIL: 2 of 2 cells fail",
     ]
 
 
+def test_terminal_groups_the_same_finding_in_several_cells() -> None:
+    one, two = unreachable_cell(), unreachable_cell()
+    two["cell_id"] = "u9__z1"
+    two["builds"]["unsloth"]["name"] = "u9"
+    lines = TerminalRenderer(colour=False).render(make_report([one, two])).splitlines()
+    assert lines.count("FAIL toy-loss-masked-nan: missing (exposed) in 2 cells: u1__z1, u9__z1") == 1
+    assert lines.count("    no guard replaced the forward") == 1
+
+
 def test_terminal_colour_per_check_line_only_when_asked(report: dict) -> None:
     coloured = TerminalRenderer(colour=True).render(report)
-    assert f"\033[31;1m{Z1_LOSS}\033[0m" in coloured
-    assert f"\033[32m{Z1_CPU.ljust(len(Z1_LOSS))}\033[0m" in coloured
+    assert f"\033[31;1m{T1_LOSS}\033[0m" in coloured
+    assert f"\033[32m{T1_CPU.ljust(len(T1_LOSS))}\033[0m" in coloured
     assert "\033[" not in TerminalRenderer(colour=False).render(report)
 
 
@@ -96,15 +116,18 @@ def test_terminal_colour_follows_tty_and_no_color(report: dict, monkeypatch: pyt
 def test_terminal_residual_and_error_cells() -> None:
     text = TerminalRenderer(colour=False).render(make_report([residual_cell(), error_cell()]))
     lines = text.splitlines()
-    residual = "toy-loss: fixed / no-ops 2/2 · train clean · passes, 1 residual failure"
-    w = len(residual)
-    assert lines[2:5] == [
-        "unsloth \\ zoo  " + "z2".ljust(w) + "  z1",
-        "u2             " + residual + "  toy-loss: unknown / error (unknown)",
-        "               " + Z1_CPU.ljust(w) + "  cpu-ops: unknown / error (unknown)",
+    w = len(T1_CPU)  # the widest line of column z2: "cpu-ops: not-needed"
+    grid = lines.index("unsloth \\ zoo  " + "z2".ljust(w) + "  z1")
+    assert lines[grid + 1:grid + 3] == [
+        "u2             " + "toy-loss: no-ops".ljust(w) + "  toy-loss: error (unknown)",
+        "               " + T1_CPU + "  cpu-ops: error (unknown)",
     ]
-    assert "PASS u2__z2 · toy-loss-masked-nan: passes, 1 residual failure (x-probe)" in lines
-    assert "FAIL u2__z1 · cpu-ops-empty-batch: error: build: uv pip install failed (exit 1)" in lines
+    assert "PASS toy-loss-masked-nan: no-ops in u2__z2" in lines
+    assert lines[lines.index("PASS toy-loss-masked-nan: no-ops in u2__z2") + 1] == \
+        "    passes, 1 residual failure (x-probe)"
+    assert "FAIL cpu-ops-empty-batch: error (unknown) in u2__z1" in lines
+    at = lines.index("FAIL cpu-ops-empty-batch: error (unknown) in u2__z1")
+    assert lines[at + 1] == "    build: uv pip install failed (exit 1)"
     assert f"    next step: {NEXT_STEP['error']}" in lines
     assert lines[-1] == "GATE FAIL: 1 of 2 cells fail"
 
@@ -115,10 +138,14 @@ def test_terminal_expected_failures_and_stale_expectations() -> None:
     xpass = reachable_cell()
     xpass["expect"] = {LOSS["id"]: "missing"}  # toy-loss is not-needed there: the expectation is stale
     lines = TerminalRenderer(colour=False).render(make_report([xfail, xpass])).splitlines()
-    assert lines[3].split()[1:] == f"{Z1_LOSS} · expected {Z2_LOSS} · expected missing".split()
-    assert "XFAIL u1__z1 · toy-loss-masked-nan: missing: no guard replaced the forward" in lines
-    assert "XPASS u1__z2 · toy-loss-masked-nan: expected missing, got not-needed: the expectation is stale" in lines
-    assert "FAIL u1__z2 · cpu-ops-empty-batch: missing: no guard targets this kernel" in lines
+    grid = next(i for i, line in enumerate(lines) if line.startswith("unsloth \\ zoo"))
+    assert lines[grid + 1].split()[1:] == f"{T1_LOSS} · expected {T2_LOSS} · expected missing".split()
+    assert "XFAIL toy-loss-masked-nan: missing (exposed) in u1__z1" in lines
+    assert "XPASS toy-loss-masked-nan: not-needed in u1__z2" in lines
+    assert lines[lines.index("XPASS toy-loss-masked-nan: not-needed in u1__z2") + 1] == (
+        "    expected missing, which no longer happens: the expectation is stale; remove or update it in the "
+        "matrix file")
+    assert "FAIL cpu-ops-empty-batch: missing (unknown) in u1__z2" in lines
 
 
 def test_markdown_grid_counts_and_failing_checks(report: dict) -> None:
@@ -134,15 +161,17 @@ def test_markdown_grid_counts_and_failing_checks(report: dict) -> None:
         "| toy-loss: vulnerable / **missing** (exposed) 2/3 (+1 n/a) · train nan-logged from step 4<br>"
         "cpu-ops: absent / not-needed "
         "| toy-loss: fixed / not-needed 2/2 · train clean<br>cpu-ops: vulnerable / **missing** (unknown) 3/4 |")
-    failing = lines[lines.index("## Failing and latent checks") + 2:]
+    assert lines[5:8] == ["- FAIL toy-loss-masked-nan: missing (exposed) in u1__z1",  # the short summary first
+                          "- FAIL cpu-ops-empty-batch: missing (unknown) in u1__z2", ""]
+    failing = lines[lines.index("## Findings") + 4:]
     assert failing[:13] == [
-        "- **FAIL** `u1__z1` · `toy-loss-masked-nan`: **missing** (reach exposed): no guard replaced the forward",
+        "- **FAIL** `toy-loss-masked-nan`: **missing (exposed)** in `u1__z1`: no guard replaced the forward",
         "  - symptom: logged loss NaN from step 4 to the end",
         "  - reach: exposed: reach exposed",
         f"  - install: {UNREACHABLE}",
         "  - fix: Upgrade toy_zoo to a release that guards the zero divisor. toy_zoo>=2026.10.6 carries the fix.",
         f"  - next step: {NEXT_STEP['missing']}",
-        "- **FAIL** `u1__z2` · `cpu-ops-empty-batch`: **missing** (reach unknown): no guard targets this kernel",
+        "- **FAIL** `cpu-ops-empty-batch`: **missing (unknown)** in `u1__z2`: no guard targets this kernel",
         "  - symptom: loss NaN for an all-masked batch with num_items_in_batch=None",
         "  - reach: unknown: reach unknown",
         f"  - install: {REACHABLE}",
@@ -183,8 +212,8 @@ def test_markdown_residual_and_stale_expectation() -> None:
     text = RENDERERS["markdown"].render(make_report([residual_cell(), xpass]))
     assert "toy-loss: fixed / no-ops 2/2 · train clean · passes, 1 residual failure<br>" in text
     assert "- passes, 1 residual failure: x-probe" in text.splitlines()
-    assert ("- **XPASS** `u1__z2` · `toy-loss-masked-nan`: expected missing, got not-needed: the expectation is "
-            "stale") in text.splitlines()
+    assert ("- **XPASS** `toy-loss-masked-nan`: **not-needed** in `u1__z2`: expected missing, which no longer "
+            "happens: the expectation is stale; remove or update it in the matrix file") in text.splitlines()
 
 
 def test_renderers_survive_missing_fields() -> None:
@@ -200,7 +229,8 @@ def test_renderers_survive_missing_fields() -> None:
         for name, renderer in RENDERERS.items():
             assert isinstance(renderer.render(rep), str), name
     text = TerminalRenderer(colour=False).render(reports[0])
-    assert "toy-loss: - / -" in text
+    assert "u1             -                          toy-loss: -" in text.splitlines()  # no verdict: '-'
+    assert "                                          cpu-ops: -" in text.splitlines()
 
 
 def test_json_round_trips_and_validates(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_agreeing_scan_is_consistent() -> None:
 
 def test_disagreeing_scan_is_inconsistent_and_loud() -> None:
     rep = scanned_report("vulnerable")
-    assert "  INCONSISTENT u1__z2: scan says vulnerable (static vulnerable); cell says fixed" in \
+    assert "INCONSISTENT u1__z2: scan says vulnerable (static vulnerable); cell says fixed" in \
         TerminalRenderer(colour=False).render(rep).splitlines()
     md = RENDERERS["markdown"].render(rep)
     assert "**1 cell(s) where the scan and the cell disagree: inconsistent.**" in md

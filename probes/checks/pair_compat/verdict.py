@@ -9,6 +9,11 @@ The ``trainers`` step generates unsloth's trainer classes from zoo source after 
 generation that fails on a zoo name (``skew``) is evidence that the pair is *degraded* -- the feature it serves
 (SFT trainer, RL trainers) is named in the reasons and in ``runtime`` -- never that it is incompatible: the
 states stay those of an import that worked.
+
+Every verdict also carries the check's own word (``Verdict.word``), which every format shows instead of the
+guard vocabulary: ``compatible``, ``degraded`` (a passing state that is a WARN: ``Verdict.warn`` names the
+features that break), ``incompatible`` (``missing`` or ``broken``: fails the gate unless expected) and
+``unknown`` (``error``: no verdict).
 """
 
 from __future__ import annotations
@@ -41,8 +46,12 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     runtime = {"ok": "fixed", "skew": "vulnerable"}.get(cls or "", na)
     why = st.get("reason", "")
 
-    def out(zoo: ZooState, zoo_reason: str, guard: GuardState, reason: str) -> Verdict:
-        return Verdict(zoo, zoo_reason, static, runtime, guard, reason)
+    pair = st.get("pair")
+    breaks_at = st.get("breaks_at")
+
+    def out(zoo: ZooState, zoo_reason: str, guard: GuardState, reason: str, warn: str = "") -> Verdict:
+        return Verdict(zoo, zoo_reason, static, runtime, guard, reason, word=own_word(guard, warn, breaks_at),
+                       warn=warn)
 
     if static == "absent":
         return out(ZooState.ABSENT, why, GuardState.ERROR, f"cannot read the pair: {why}")
@@ -55,9 +64,9 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
             words = degraded_words(skews)
             runtime = "degraded: " + ", ".join(dict.fromkeys(str(r.get("feature")) for r in skews))
             return out(ZooState.FIXED, f"import unsloth succeeded, {words}; static: {why}", GuardState.NOT_NEEDED,
-                       f"the pair imports, {words}; static: {why}")
+                       f"the pair imports, {words}; static: {why}", warn=words)
         return out(ZooState.FIXED, f"import unsloth succeeded; static: {why}", GuardState.NOT_NEEDED,
-                   f"the pair imports; {why}")
+                   f"the pair imports; {why}", warn=why if pair == "degraded" else "")
     if cls == "skew":
         if static == "fixed":
             return out(ZooState.INCONSISTENT, f"static: {why}; runtime: {result['reason']}", GuardState.BROKEN,
@@ -68,5 +77,15 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     if static == "vulnerable":
         return out(ZooState.VULNERABLE, f"static: {why}", GuardState.MISSING, f"static: {why}; runtime {runtime}")
     if static == "fixed":
-        return out(ZooState.FIXED, f"static: {why}", GuardState.NOT_NEEDED, f"static: {why}; runtime {runtime}")
+        return out(ZooState.FIXED, f"static: {why}", GuardState.NOT_NEEDED, f"static: {why}; runtime {runtime}",
+                   warn=why if pair == "degraded" else "")
     return out(ZooState.UNKNOWN, f"static: {why}", GuardState.ERROR, f"cannot decide: static {why}; runtime {runtime}")
+
+
+def own_word(guard: GuardState, warn: str, breaks_at: str | None = None) -> str:
+    """This check's word for a state: a pair is compatible, degraded, incompatible or unknown."""
+    if guard in (GuardState.MISSING, GuardState.BROKEN):
+        return "incompatible (breaks at model load)" if breaks_at == "model-load" else "incompatible"
+    if guard is GuardState.ERROR:
+        return "unknown"
+    return "degraded" if warn else "compatible"
