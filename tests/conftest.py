@@ -42,6 +42,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/scan/test_scan_integration.py",  # 55
     "tests/gpu/test_dry_run.py",  # 55
     "tests/integration/test_browser.py",  # 28: five Chromium runs, one an 18-cell report
+    "tests/integration/test_install.py",  # 10: a venv, the harness installed from a copy of the clone
     "tests/probes/test_static_releases.py",
     "tests/test_workflow.py",
 )

@@ -211,8 +211,8 @@ def test_readme_links_every_check_readme_and_each_has_the_sections_a_reader_need
 
     listed = section(README, "Checks")
     for name in checks.REGISTRY:
-        path = ROOT / "probes" / "checks" / name / "README.md"
-        assert f"(probes/checks/{name}/README.md)" in listed, name
+        path = ROOT / "probes" / "checks" / checks.folder(name) / "README.md"
+        assert f"(probes/checks/{checks.folder(name)}/README.md)" in listed, name
         assert f"`{checks.info(name).id}`" in listed, name
         heads = " / ".join(headings(path.read_text(encoding="utf-8"))).lower()
         for word in ("hazard", "evidence", "states", "run it"):

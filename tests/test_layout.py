@@ -180,9 +180,11 @@ def hazard_names(folder: Path) -> set[str]:
 
 
 def declared_names(name: str) -> set[str]:
-    """What a check's capabilities name: scanned function, guard module and file, patched class, training count."""
+    """What a check's capabilities name: scanned function, guard module and file, patched class, training count
+    (``name``: the check's folder)."""
     from probes import checks
 
+    name = name.replace("_", "-")  # the folder as its id (the registry's spelling)
     if name not in checks.REGISTRY:
         return set()
     out: set[str] = set()
@@ -224,10 +226,11 @@ def hazard_leaks() -> list[str]:
         for word in hazard_names(folder):
             owners.setdefault(word, set()).add(folder)
     registry = ROOT / "probes" / "checks" / "__init__.py"
+    ids = {f.replace("_", "-") for f in folders}
     leaks = []
     for path in generic_files():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if path == registry and line.strip().strip('",') in folders:
+            if path == registry and line.strip().strip('",') in ids:
                 continue  # the registry line
             leaks += [f"{path.relative_to(ROOT)}:{n}: {word!r}" for word in sorted(owners) if word in line]
     # a check folder may name another check's word only where both declare it (a shared name)
@@ -340,10 +343,10 @@ def test_a_hazard_is_named_only_inside_its_check_folder() -> None:
 def test_every_check_folder_is_registered_and_meets_the_contract() -> None:
     from probes import checks
 
-    assert sorted(checks.REGISTRY) == sorted(check_folders())
-    assert len(set(checks.ids())) == len(checks.REGISTRY)
+    assert sorted(checks.folder(c) for c in checks.REGISTRY) == sorted(check_folders())
+    assert checks.ids() == list(checks.REGISTRY)  # each folder's INFO.id is the id the registry names it by
     for name in checks.REGISTRY:
-        folder = check_folders()[name]
+        folder = check_folders()[checks.folder(name)]
         assert (folder / "phases.py").is_file() and (folder / "verdict.py").is_file(), name
 
 
@@ -400,10 +403,10 @@ def test_matrix_has_few_rooms_each_saying_what_lives_there() -> None:
 def test_a_check_is_spelt_by_its_id() -> None:
     from probes import checks
 
-    assert {name: checks.info(name).id.replace("-", "_") for name in checks.REGISTRY} == {
-        name: name for name in checks.REGISTRY}
-    assert all(checks.folder_of(checks.info(n).id) == n for n in checks.REGISTRY)
-    assert checks.folder_of(checks.REGISTRY[0]) is None  # a folder name is no id
+    assert all(checks.info(c).id == c for c in checks.REGISTRY)  # the registry is keyed by id
+    assert all((ROOT / "probes" / "checks" / checks.folder(c)).is_dir() for c in checks.REGISTRY)
+    assert all(checks.folder_of(c) == checks.folder(c) for c in checks.REGISTRY)
+    assert checks.folder_of(checks.folder(checks.REGISTRY[0])) is None  # a folder name is no id
     leaks = []
     for path in generic_files():
         text = path.read_text(encoding="utf-8")

@@ -4,7 +4,7 @@ A *check* is one known hazard in the code under test (a skew between unsloth
 and unsloth_zoo, or the same fault in another training codebase): its
 detectors, its behaviour suite, its training probe, its verdict logic and its
 wording. Each check is one package under ``probes/checks/``; adding a hazard
-means copying a check folder and adding one line to ``REGISTRY`` below.
+means writing a check folder and adding its id to ``REGISTRY`` below.
 Nothing outside a check folder names a hazard.
 
 A check folder ``probes/checks/<name>/`` provides:
@@ -81,9 +81,10 @@ a training route
     releases from both sides' source alone; the history matrix
     (``skewmatrix history``) reads every pair of a release window with it.
 
-A check has two names: its folder (``REGISTRY``, Python's spelling) and its
-id (``INFO.id``, in JSON, matrix files and on the command line).
-:func:`folder_of` is the one translation from id to folder.
+A check has one name, its id (``REGISTRY``, ``INFO.id``, in JSON, matrix files
+and on the command line); its folder is the id with underscores
+(:func:`folder`, the one translation), and its short label exists only in
+the renderers.
 
 The generic machinery (fork/spawn the processes, time and judge each
 step, write the probe JSON) lives in ``probes/__main__.py`` and
@@ -114,17 +115,19 @@ from probes.checks.capabilities import (
 )
 
 __all__ = ["CAPABILITIES", "REGISTRY", "CheckInfo", "DetailTable", "GpuCase", "GpuMeasure", "GuardScan",
-           "MutationTarget", "PairTarget", "PhaseContext", "ScanTarget", "Step", "StepDetails", "StepRenderer",
-           "Subject", "UpstreamFix", "capability", "folder_of", "for_axes", "ids", "info", "infos", "lacks",
-           "package", "phases_module", "subject", "subjects", "upstream_fix", "verdict_module", "with_capability"]
+           "MutationTarget", "PairTarget", "PhaseContext", "RegistryError", "ScanTarget", "Step", "StepDetails",
+           "StepRenderer", "Subject", "UpstreamFix", "capability", "folder", "folder_of", "for_axes", "ids", "info",
+           "infos", "lacks", "package", "phases_module", "pick", "subject", "subjects", "upstream_fix",
+           "verdict_module", "with_capability"]
 
-# The registry: one line per check, in report order.
+# The registry: one line per check, its id, in report order. A check's folder is its id with underscores
+# (:func:`folder`, the one place that says so); everything here takes and returns ids.
 REGISTRY: tuple[str, ...] = (
-    "fused_ce_masked_nan",
-    "cpu_ce_masked_nan",
-    "nanochat_sft_masked_nan",
-    "grpo_normalizer_nan",
-    "pair_compat",
+    "fused-ce-masked-nan",
+    "cpu-ce-masked-nan",
+    "nanochat-sft-masked-nan",
+    "grpo-normalizer-nan",
+    "pair-compat",
 )
 
 
@@ -168,12 +171,28 @@ class PhaseContext:
     imported: dict[str, Any] | None = None
 
 
-def package(name: str) -> str:
-    return f"{__name__}.{name}"
+def folder(check_id: str) -> str:
+    """The folder (and package name) of a check under ``probes/checks/``: its id with underscores. The one place
+    a folder is derived from an id; :func:`folder_of` is the same for an id that may not be registered."""
+    return check_id.replace("-", "_")
 
 
-def info(name: str) -> CheckInfo:
-    return importlib.import_module(package(name)).INFO  # type: ignore[no-any-return]
+def package(check_id: str) -> str:
+    return f"{__name__}.{folder(check_id)}"
+
+
+def info(check_id: str) -> CheckInfo:
+    """The check's :class:`CheckInfo`; its ``id`` must be the registry's (a folder whose INFO says otherwise
+    is a registry error, not a second spelling)."""
+    got: CheckInfo = importlib.import_module(package(check_id)).INFO
+    if got.id != check_id:
+        raise RegistryError(f"probes/checks/{folder(check_id)}/__init__.py: INFO.id is {got.id!r}, but the "
+                            f"registry names the check {check_id!r}")
+    return got
+
+
+class RegistryError(ValueError):
+    """The registry and a check folder disagree (an id, or a capability declared twice)."""
 
 
 def infos() -> list[CheckInfo]:
@@ -201,7 +220,7 @@ def subjects() -> list[Subject]:
 
 
 def for_axes(roles: Any) -> list[str]:
-    """The registered folders whose subject has exactly the axes ``roles`` (the checks a cell runs)."""
+    """The registered checks whose subject has exactly the axes ``roles`` (the checks a cell runs)."""
     want = set(roles)
     return [n for n in REGISTRY if set(subject(n).roles) == want]
 
@@ -231,11 +250,10 @@ CAPABILITIES: dict[str, tuple[str, str, str]] = {
 
 
 def folder_of(check_id: str) -> str | None:
-    """The registered folder of a check id, or None for an id no registered check has: the one place a folder
-    is derived from an id (its dashes as underscores). A check is spelt by its id in every file and output; the
-    folder is where its code lives, and a report's short label exists only when rendering."""
-    name = check_id.replace("-", "_")
-    return name if name in REGISTRY and info(name).id == check_id else None
+    """The folder of a registered check id, or None for an id no registered check has. A check is spelt by its
+    id in every file and output; the folder is where its code lives, and a report's short label exists only
+    when rendering."""
+    return folder(check_id) if check_id in REGISTRY else None
 
 
 def capability(name: str, kind: str) -> Any:
@@ -253,7 +271,7 @@ def capability(name: str, kind: str) -> Any:
 
 
 def with_capability(kind: str) -> list[str]:
-    """The registered folders that declare capability ``kind``, in registry order."""
+    """The registered checks that declare capability ``kind``, in registry order."""
     return [n for n in REGISTRY if capability(n, kind) is not None]
 
 
@@ -262,11 +280,11 @@ class PickError(ValueError):
 
 
 def pick(kind: str, check_id: str = "", *, sole: bool = False) -> str:
-    """The folder of the check with id ``check_id`` that declares capability ``kind``; with no id, the first
-    registered check that declares it (``sole``: the only one, else an error naming them). The one place a
-    command turns ``--check ID`` into a check with a capability (the scan, the mutation run, the GPU run)."""
+    """The id of the check ``check_id`` if it declares capability ``kind``; with no id, the first registered
+    check that declares it (``sole``: the only one, else an error naming them). The one place a command turns
+    ``--check ID`` into a check with a capability (the scan, the mutation run, the GPU run, the history)."""
     declared = with_capability(kind)
-    valid = [info(n).id for n in declared]
+    valid = list(declared)
     module, _, words = CAPABILITIES[kind]
     if not check_id:
         if not declared:
@@ -274,16 +292,15 @@ def pick(kind: str, check_id: str = "", *, sole: bool = False) -> str:
         if sole and len(declared) != 1:
             raise PickError(f"--check is required: the checks with a {words} are {', '.join(valid)}")
         return declared[0]
-    name = folder_of(check_id)
-    if name in declared:
-        return name
+    if check_id in declared:
+        return check_id
     close = difflib.get_close_matches(check_id, valid, n=1)
-    why = lacks(name, kind) if name else "no registered check has this id"
+    why = lacks(check_id, kind) if check_id in REGISTRY else "no registered check has this id"
     raise PickError(f"--check {check_id!r}: {why}; valid: {', '.join(valid) or 'none'}"
                     + (f" (did you mean {close[0]!r}?)" if close else ""))
 
 
-def lacks(name: str, kind: str) -> str:
+def lacks(check_id: str, kind: str) -> str:
     """The ``n/a`` reason a report or command shows for a check without capability ``kind``."""
     module, _, words = CAPABILITIES[kind]
-    return f"n/a: check {info(name).id} declares no {words} (no {module}.py in probes/checks/{name}/)"
+    return f"n/a: check {check_id} declares no {words} (no {module}.py in probes/checks/{folder(check_id)}/)"

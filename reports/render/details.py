@@ -28,13 +28,12 @@ TRAIN_AFTER = (("raw loss", "raw_loss"), ("logged loss", "logged_loss"), ("grad 
 
 def renderer_of(check_id: str) -> StepRenderer | None:
     """The check's step renderer, or None when it declares none (or is not registered in this tree)."""
-    name = checks.folder_of(check_id)
-    return None if name is None else checks.capability(name, "render")  # type: ignore[no-any-return]
+    return None if check_id not in checks.REGISTRY else checks.capability(check_id, "render")  # type: ignore[no-any-return]
 
 
 def lacks_renderer(check_id: str) -> str:
-    name = checks.folder_of(check_id)
-    return checks.lacks(name, "render") if name else f"n/a: check {check_id} is not registered here"
+    return checks.lacks(check_id, "render") if check_id in checks.REGISTRY else \
+        f"n/a: check {check_id} is not registered here"
 
 
 def check_details(entry: dict[str, Any], check_id: str) -> StepDetails:
