@@ -123,3 +123,16 @@ def test_only_torch_and_zoo_compile_wrappers_are_unwrapped_for_the_fingerprint()
     assert trainer._unwrapped_compile(compiled) is zoo_body
     guard_wrapper.__wrapped__ = zoo_body  # type: ignore[attr-defined]  # functools.wraps in a guard: kept
     assert trainer._unwrapped_compile(guard_wrapper) is guard_wrapper
+
+
+def test_a_changed_trainer_copy_on_a_fixed_zoo_is_judged_by_the_suite() -> None:
+    fixed = _section(module_finite=True, trainer_finite=True, trainer_replaced=True)
+    for s in fixed["steps"]:
+        if s["name"] == "runtime":
+            s["result"]["verdict"] = "fixed"
+    fixed["static"]["verdict"] = "fixed"
+    assert grpo_verdict.classify(fixed, {}).guard is GuardState.NO_OPS
+    for s in fixed["steps"]:
+        if s["name"] == "behavior":
+            s["result"]["tests"][0]["outcome"] = "fail"
+    assert grpo_verdict.classify(fixed, {}).guard is GuardState.BROKEN
