@@ -28,10 +28,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on a 2-core host (914 tests)
     "tests/integration/test_nanochat_matrix.py",  # 1890 in CI with eight cells (six sampled now); 2 suite-only
     "tests/integration/test_differential_guards.py",  # 764: nineteen guard cells
+    "tests/integration/test_grpo_matrix.py",  # 732 (shared 2-core host, other builds running): eleven cells, 1 GRPO run
     "tests/integration/test_mutants.py",  # 640
     "tests/integration/test_gate_pinned.py",  # 530
     "tests/integration/test_default_matrix.py",  # 385
-    "tests/integration/test_grpo_matrix.py",  # 355: seven grpo-normalizer-nan cells, one GRPO run
     "tests/faults/test_real_faults.py",  # 210
     "tests/scan/test_confirm_integration.py",  # 130: two boundaries (fused, GRPO), four throwaway envs
     "tests/integration/test_pair_history.py",  # 125: five wheels read, no env; --confirm: three throwaway envs

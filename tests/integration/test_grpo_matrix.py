@@ -1,7 +1,7 @@
-"""grpo-normalizer-nan on real PyPI builds: one matrix run, seven cells, shared by every test here.
+"""grpo-normalizer-nan on real PyPI builds: one matrix run, eleven cells, shared by every test here.
 
 unsloth 2026.10.9 as released, with our reference guard (``matrix/backports/grpo-count-floor``) and with
-three wrong guards a contributor might write (``tests/backports/grpo-*``), against zoo 2026.9.7 (the last
+seven wrong guards a contributor might write (``tests/backports/grpo-*``), against zoo 2026.9.7 (the last
 release whose ``grpo_compute_loss`` divides by the bare count) and 2026.9.8 (the first that floors it). zoo
 2026.9.7 is below unsloth 2026.10.9's pin: installed with overrides, as every refused pair is. What the code
 says (read before the run): both detectors call 9.7 vulnerable and 9.8 fixed; unsloth hands zoo the count as
@@ -10,7 +10,10 @@ zoo 2026.9.7 is < 1.0 (zoo needs datasets < 4.4, TRL >= 1.0 needs datasets >= 4.
 completion tokens before ``mask_truncated_completions``, so the GRPO run sends a positive count; the
 reference guard ``activates`` on 9.7 and ``no-ops`` on 9.8 (present, and zoo's own floor makes it change
 nothing); the plain cell on 9.8 is ``not-needed``; each wrong guard is ``broken`` by the suite test its
-defect breaks. Only the plain 9.7 cell trains (the reach); the others turn training off.
+defect breaks, and its reason names the defect. Every suite case runs on three routes: zoo's module attribute
+and the two loss functions of the UnslothGRPOTrainer unsloth generates (its own copies of zoo's source), so
+the guard that wraps only the module attribute is broken by the 0 / 0 left on the trainer's routes. Only the
+plain 9.7 cell trains (the reach); the others turn training off.
 """
 
 from __future__ import annotations
@@ -25,8 +28,15 @@ from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
 
 pytestmark = pytest.mark.integration
 GRPO = "grpo-normalizer-nan"
-WRONG = {"grpo-floor-dapo-only": "s1-zero-all-masked", "grpo-clamp-completion-length": "s2-positive-counts",
-         "grpo-nan-to-zero": "s4-nan-stays"}
+# wrong guard -> (the suite test its defect breaks, words its verdict's reason must carry)
+WRONG = {"grpo-floor-dapo-only": ("s1-zero-all-masked", "cispo"),
+         "grpo-clamp-completion-length": ("s2-positive-counts", "s2-positive-counts"),
+         "grpo-nan-to-zero": ("s4-nan-stays", "s4-nan-stays"),
+         "grpo-module-attr-only": ("s1-zero-all-masked",
+                                   "UnslothGRPOTrainer's grpo_compute_loss is not finite (loss nan): the guard misses"),
+         "grpo-zero-no-graph": ("s1-zero-all-masked", "no autograd graph"),
+         "grpo-floor-normaliser": ("s6-fractional-normaliser", "count tensor(1)"),
+         "grpo-swallow-runtime-error": ("s7-errors-propagate", "the exception was swallowed")}
 
 
 def _matrix() -> str:
@@ -99,12 +109,16 @@ def test_the_reference_guard(ran: dict[str, Any], cell: str, state: str) -> None
     v = verdict(ran, cell)
     assert v["guard"] == state, v
     if state != "not-needed":
-        assert v["behavior"]["failed"] == 0 and v["behavior"]["passed"] == 5, v["behavior"]
+        assert v["behavior"]["failed"] == 0 and v["behavior"]["passed"] == 7, v["behavior"]
         assert "unsloth's hand-off changes the count" in v["guard_reason"]
+    if state == "activates":  # the floor sits in the compute_loss unsloth copies: it reaches the generated trainer
+        assert "on 3 route(s)" in v["guard_reason"], v["guard_reason"]
 
 
-@pytest.mark.parametrize(("backport", "test"), sorted(WRONG.items()))
-def test_a_wrong_guard_is_broken_by_the_test_its_defect_breaks(ran: dict[str, Any], backport: str, test: str) -> None:
+@pytest.mark.parametrize(("backport", "test", "words"), sorted((b, t, w) for b, (t, w) in WRONG.items()))
+def test_a_wrong_guard_is_broken_by_the_test_its_defect_breaks(ran: dict[str, Any], backport: str, test: str,
+                                                               words: str) -> None:
     v = verdict(ran, f"u-{backport}__z2026.9.7")
     assert v["guard"] == "broken", v
     assert test in v["behavior"]["failing"], v["behavior"]
+    assert words in v["guard_reason"], v["guard_reason"]

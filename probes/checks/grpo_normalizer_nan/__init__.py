@@ -8,9 +8,11 @@ mask (TRL >= 1.9) hands it 0 when every completion was cut off, and the loss
 is 0 / 0. Its sibling: the logged KL divides each completion's KL by its own
 token count, so one fully masked completion makes ``kl`` NaN. Files:
 ``static.py`` (source reading), ``kernel.py`` (inputs and calls),
-``handoff.py`` (the count as unsloth hands it to zoo), ``phases.py``
-(runtime detector, guard probe, suite), ``suite.py`` (the oracle
-comparison), ``train.py`` (a real GRPO run), ``verdict.py``. Capabilities:
+``handoff.py`` (the count as unsloth hands it to zoo), ``trainer.py``
+(the loss unsloth's generated ``UnslothGRPOTrainer`` really calls: its own
+copies of zoo's source), ``phases.py`` (runtime detector, guard probe,
+suite), ``suite.py`` (the oracle comparison, on every route),
+``train.py`` (a real GRPO run), ``verdict.py``. Capabilities:
 ``scan.py``, ``render.py``. Stdlib only here.
 """
 
@@ -42,7 +44,8 @@ INFO = CheckInfo(
         "no-ops": "zoo fixed; a count floor is present and changes nothing zoo does",
         "missing": "zoo vulnerable and unsloth hands it the count as it came: 0 / 0 reaches GRPO users",
         "not-needed": "zoo fixed (or never divides by the count) and no guard",
-        "broken": "a guard is present but differs from zoo's own loss somewhere other than 0 / 0",
+        "broken": "a guard is present but differs from zoo's own loss somewhere other than 0 / 0, or misses a route "
+                  "(zoo's module attribute, the generated UnslothGRPOTrainer's own copies of the loss)",
         "error": "the cell could not be built, imported or probed",
     },
     fix_hint=("upgrade unsloth_zoo to 2026.9.8 or later, or use an unsloth build that floors the count it hands "

@@ -106,15 +106,49 @@ def outcome(batch: Batch, fn: Any = None, count: Any = "batch") -> dict[str, Any
     loss, kl = call(batch, fn, count)
     out: dict[str, Any] = {"loss": number(loss), "loss_finite": bool(torch.isfinite(loss.detach()).all()),
                            "loss_hex": float(loss.detach()).hex(), "kl": number(kl),
-                           "kl_finite": None if kl is None else bool(torch.isfinite(torch.as_tensor(kl)).all())}
+                           "kl_finite": None if kl is None else bool(torch.isfinite(torch.as_tensor(kl)).all()),
+                           "requires_grad": bool(loss.requires_grad)}
     if loss.requires_grad:
-        loss.backward()
+        loss.backward()  # a trainer's backward(): it must work on every answer that has a graph
         grad = batch.new.grad
+        if grad is None:  # a graph that does not reach the log-probabilities
+            out["grads_finite"], out["grads_zero"], out["grad_hex"] = True, True, []
+            out["grad_reaches_new"] = False
+            return out
         out["grads_finite"] = bool(torch.isfinite(grad).all())
+        out["grads_zero"] = bool((grad == 0).all())
         out["grad_hex"] = [float(v).hex() for v in grad.flatten()]
+        out["grad_reaches_new"] = True
     else:
-        out["grads_finite"], out["grad_hex"] = True, []
+        out["grads_finite"], out["grads_zero"], out["grad_hex"], out["grad_reaches_new"] = True, True, [], False
     return out
+
+
+FAULTS: dict[str, tuple[type[Exception], str]] = {
+    "oom": (RuntimeError, "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; "
+                          "77.50 GiB already allocated) [injected by skewmatrix]"),
+    "type": (TypeError, "unsupported operand type(s) for *: 'Tensor' and 'NoneType' [injected by skewmatrix]"),
+}
+
+
+class InjectedFault:
+    """A callable zoo's loss calls inside itself (the off-policy mask, vespo's gamma weights) made to raise: what a
+    failing kernel raises reaches the guard from inside zoo, whatever the guard wraps or delegates to."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        cls, message = FAULTS[self.kind]
+        raise cls(message)
+
+
+def inject(batch: Batch, kind: str) -> None:
+    """Make zoo's loss raise ``kind`` (``oom``: a RuntimeError that reads like an out-of-memory, ``type``: a
+    TypeError) from the first callable it calls: the off-policy mask (on when its threshold is set) and, for
+    vespo, the gamma weights."""
+    fault = InjectedFault(kind)
+    batch.extra.update(off_policy_mask_threshold=0.5, get_off_policy_mask=fault, get_gamma_weights=fault)
 
 
 def count_forms() -> dict[str, Any]:

@@ -5,10 +5,13 @@
   suite case through zoo's own function -- and the function's fingerprint;
   ``train``, a real GRPO run with TRL's ``GRPOTrainer`` and zoo's loss
   (``train.py``).
-* unsloth process: ``guard`` (the count as unsloth's generated
-  ``compute_loss`` hands it to zoo, whether zoo's function is still its own,
-  and the all-masked call on that route) and ``behavior``, the suite
-  (``suite.py``) on the same route against the oracle.
+* unsloth process: ``guard`` (on each route: the count as unsloth's
+  ``compute_loss`` hands it on, whether the loss function is still zoo's
+  own, and the all-masked call) and ``behavior``, the suite (``suite.py``)
+  on every route against the oracle. The routes: unsloth's hand-off into
+  zoo's module attribute, and the ``UnslothGRPOTrainer`` unsloth generates
+  (``trainer.py``, in a forked child, first: its hand-off into each loss
+  function its module holds).
 """
 
 from __future__ import annotations
@@ -57,7 +60,20 @@ def _route() -> tuple[Any, dict[str, Any]]:
     return route, h.record()
 
 
+MODULE_ROUTE = "zoo's module attribute"
+
+
+def _trainer_route(ctx: PhaseContext) -> dict[str, Any]:
+    """The generated trainer's evidence, once per process (the guard step forks for it; behaviour reuses it)."""
+    from . import trainer
+
+    if "trainer" not in ctx.shared:
+        ctx.shared["trainer"] = trainer.run()
+    return ctx.shared["trainer"]  # type: ignore[no-any-return]
+
+
 def guard_step(ctx: PhaseContext) -> dict[str, Any]:
+    tr = _trainer_route(ctx)  # forked before this process computes anything with torch
     from . import kernel, suite
 
     try:
@@ -66,7 +82,7 @@ def guard_step(ctx: PhaseContext) -> dict[str, Any]:
         return {"kernel": "absent", "reason": f"{type(exc).__name__}: {exc}"}
     route, record = _route()
     now, raw = fingerprint(fn), (ctx.raw or {}).get("fingerprint")
-    original = None if raw is None else all(now[k] == raw.get(k) for k in ("file", "line", "code_sha256"))
+    original = None if raw is None else _same(now, raw, ("file", "line", "code_sha256"))
     case = suite.Case("s1-zero-all-masked", "dapo", (False, False), "tensor(0.)")
     try:
         handed = route(suite.count_value(case.count), case, suite.batch_of(case))
@@ -74,10 +90,20 @@ def guard_step(ctx: PhaseContext) -> dict[str, Any]:
     except Exception as exc:
         all_masked = [{"error": f"{type(exc).__name__}: {str(exc)[:200]}"}]
         handed = []
+    fns = tr.get("functions") or {}
+    trainer = {k: v for k, v in tr.items() if k not in ("suite", "routes")}
+    # The generated copies are compiled from zoo's source: the same bytecode as zoo's own function unless changed.
+    trainer["original"] = {name: None if raw is None or fp is None else _same(fp, raw, ("code_sha256",))
+                           for name, fp in fns.items()}
     return {"kernel": "present", "fingerprint": now, "raw_fingerprint": raw, "original": original,
             "handoff": record, "handed_zero": [kernel.number(h) if h is not None else None for h in handed],
-            "routes": {"hand-off + module attribute": {k: v for k, v in all_masked[0].items()
-                                                       if k not in ("grad_hex", "loss_hex")}}}
+            "routes": {MODULE_ROUTE: {k: v for k, v in all_masked[0].items() if k not in ("grad_hex", "loss_hex")},
+                       **(tr.get("routes") or {})},
+            "trainer": trainer}
+
+
+def _same(now: dict[str, Any], raw: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    return all(now.get(k) == raw.get(k) for k in keys)
 
 
 def behavior_step(ctx: PhaseContext) -> dict[str, Any]:
@@ -94,7 +120,10 @@ def behavior_step(ctx: PhaseContext) -> dict[str, Any]:
         return {"tests": [{"id": t, "title": title, "outcome": "n/a", "reason": reason, "duration_s": 0.0,
                            "details": {}} for t, title in suite.TITLES.items()], "extra": []}
     route, record = _route()
-    return {"tests": suite.tests(oracle, suite.guarded(route, fn)), "handoff": record, "extra": []}
+    tr = _trainer_route(ctx)
+    routes = {MODULE_ROUTE: suite.guarded(route, fn), **(tr.get("suite") or {})}
+    return {"tests": suite.tests(oracle, routes), "handoff": record, "routes": list(routes),
+            "trainer_route": tr.get("state"), "trainer_reason": tr.get("reason"), "extra": []}
 
 
 def train_step(ctx: PhaseContext) -> dict[str, Any]:

@@ -85,32 +85,49 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     h = g.get("handoff") or {}
     replaced = not g["original"]
     changed = bool(h.get("found")) and not h.get("plain")
+    trainer = g.get("trainer") or {}
+    th = trainer.get("handoff") or {}
+    t_changed = bool(th.get("found")) and not th.get("plain")
+    t_replaced = sorted(n for n, same in (trainer.get("original") or {}).items() if same is False)
     what = ", ".join(x for x in (
         "unsloth's hand-off changes the count (" + "; ".join(h.get("statements") or h.get("passes") or []) + ")"
-        if changed else "", "zoo's grpo_compute_loss was replaced" if replaced else "") if x)
-    route = next(iter((g.get("routes") or {}).values()), {})
-    fails = j.fails
+        if changed else "", "zoo's grpo_compute_loss was replaced" if replaced else "",
+        "the generated UnslothGRPOTrainer's hand-off changes the count" if t_changed and not changed else "",
+        f"the generated UnslothGRPOTrainer's {' and '.join(t_replaced)} replaced" if t_replaced else "") if x)
+    routes = g.get("routes") or {}
+    route = next(iter(routes.values()), {})
+    missed = [f"the all-masked dapo call through {name} is not finite (loss {r.get('loss')}"
+              f"{', ' + str(r.get('error')) if r.get('error') else ''}): the guard misses that route"
+              for name, r in routes.items() if not _finite(r)]
+    unprobed = ("" if trainer.get("state") in (None, "generated") else
+                f" (the generated UnslothGRPOTrainer's route could not be probed: {trainer.get('state')}: "
+                f"{trainer.get('reason')})")
+    first = next((t for t in (j.behavior or {}).get("tests") or [] if t.get("outcome") == "fail"), None)
+    fails = j.fails + (f" (first: {str(first.get('reason'))[:320]})" if first else "")
+    present = changed or replaced or t_changed or bool(t_replaced)
     if zoo is ZooState.VULNERABLE:
-        if not (changed or replaced):
+        if not present:
             symptom = train_text or (f"every completion masked with count tensor(0.): loss {route.get('loss')} "
                                      "through unsloth's hand-off into zoo's dapo loss")
             where = "" if h.get("found") else f" ({h.get('reason')})"
-            return out(GuardState.MISSING, f"unsloth hands zoo the count as it came{where}; " + symptom, symptom)
-        problems = ([f"the all-masked dapo call is not finite (loss {route.get('loss')})"] if not _finite(route)
-                    else []) + ([f"suite failing: {fails}"] if counts.failed else []) + (
+            return out(GuardState.MISSING, f"unsloth hands zoo the count as it came{where}; " + symptom + unprobed,
+                       symptom)
+        problems = missed + ([f"suite failing: {fails}"] if counts.failed else []) + (
                     [train_text] if train_text else [])
         if problems:
-            return out(GuardState.BROKEN, f"{what}, but " + "; ".join(problems), train_text)
-        return out(GuardState.ACTIVATES, f"{what}; the all-masked loss is {route.get('loss')}; suite {counts.label()}")
+            return out(GuardState.BROKEN, f"{what}, but " + "; ".join(problems) + unprobed, train_text)
+        return out(GuardState.ACTIVATES, f"{what}; the all-masked loss is {route.get('loss')} on "
+                                         f"{len(routes)} route(s); suite {counts.label()}" + unprobed)
     if replaced:
         return out(*replaced_on_fixed_zoo("zoo's grpo_compute_loss", f"behaviour tests failing: {fails}" if fails
                                           else ""), train_text)
-    if changed:
+    # The generated trainer's copies are unsloth's, not zoo's kernel: on a fixed zoo the suite judges a change.
+    if changed or t_changed or t_replaced:
         if counts.failed or train_text:
             return out(GuardState.BROKEN, f"{what} on a fixed zoo, and " + "; ".join(
                 x for x in (f"suite failing: {fails}" if fails else "", train_text) if x), train_text)
-        return out(GuardState.NO_OPS, f"{what}; zoo floors the count itself and the guarded route matches it "
-                                      f"(suite {counts.label()})")
+        return out(GuardState.NO_OPS, f"{what}; zoo floors the count itself and every guarded route matches it "
+                                      f"(suite {counts.label()})" + unprobed)
     if train_text:
         return out(GuardState.ERROR, f"the zoo is fixed by both detectors but {train_text}", train_text)
     if counts.failed:

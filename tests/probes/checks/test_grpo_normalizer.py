@@ -197,9 +197,9 @@ def test_suite_tests_fail_the_group_of_a_wrong_case() -> None:
     oracle = {c.key: (NAN if c.test == "s1-zero-all-masked" and c.loss_type in ("dapo", "cispo", "vespo")
                       else POS) for c in suite.cases()}
     right = {k: [ZERO if v is NAN else v] for k, v in oracle.items()}
-    assert all(t["outcome"] == "pass" for t in suite.tests(oracle, right))
+    assert all(t["outcome"] == "pass" for t in suite.tests(oracle, {"r": right}))
     dapo_only = {k: [ZERO if v is NAN and k.startswith("dapo") else v] for k, v in oracle.items()}
-    outcomes = {t["id"]: t["outcome"] for t in suite.tests(oracle, dapo_only)}
+    outcomes = {t["id"]: t["outcome"] for t in suite.tests(oracle, {"r": dapo_only})}
     assert outcomes["s1-zero-all-masked"] == "fail" and outcomes["s2-positive-counts"] == "pass"
 
 
