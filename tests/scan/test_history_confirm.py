@@ -381,3 +381,16 @@ def test_a_stubbed_import_failing_on_something_else_is_stub_insufficient_with_it
     assert got["reason"] == "stub insufficient: KeyError: 'grpo_compute_loss_slow' (at unsloth/__init__.py:4)"
     for name in names:
         sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("frames", "cls", "place"), [
+    (["/e/site-packages/unsloth/models/_utils.py:406", "/e/site-packages/packaging/version.py:436"], "environment",
+     " (at unsloth/models/_utils.py:406)"),  # the innermost frame in unsloth or zoo, not the library's
+    (["/e/site-packages/transformers/models/x.py:2"], "environment", " (at transformers/models/x.py:2)"),
+    (["/e/site-packages/unsloth/models/_utils.py:102"], "skew", ""),  # a skew names its place in the message
+    ([], "environment", ""),
+])
+def test_the_place_of_a_failure_that_is_not_a_skew(frames: list[str], cls: str, place: str) -> None:
+    from probes.checks.pair_compat.confirm import _where
+
+    assert _where([{"type": "KeyError", "message": "'x'", "link": "raised", "where": frames}], cls) == place

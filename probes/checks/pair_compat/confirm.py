@@ -40,12 +40,14 @@ def import_once() -> dict[str, Any]:
 
 
 def _where(chain: list[dict[str, Any]], cls: str) -> str:
-    """`` (at unsloth/x.py:N)``: where a failure that is not a skew was raised (the innermost frame of the
-    innermost link, from the package's folder on): a KeyError on a zoo dict names no module; its place does."""
-    frames = (chain[-1].get("where") or []) if chain and cls != "skew" else []
+    """`` (at unsloth/x.py:N)``: where a failure that is not a skew was raised (of the innermost link's last
+    frames, the innermost in unsloth or zoo, else the innermost; from the package's folder on): a KeyError on a
+    zoo dict names no module, its place does."""
+    frames = [f.replace("\\", "/") for f in ((chain[-1].get("where") or []) if chain and cls != "skew" else [])]
     if not frames:
         return ""
-    parts = frames[-1].replace("\\", "/").split("/")
+    ours = [f for f in frames if "/unsloth/" in f or "/unsloth_zoo/" in f]
+    parts = (ours or frames)[-1].split("/")
     top = max((i for i, part in enumerate(parts) if part in ("unsloth", "unsloth_zoo", "site-packages")),
               default=len(parts) - 1)
     return f" (at {'/'.join(parts[top + 1 if parts[top] == 'site-packages' else top:])})"
