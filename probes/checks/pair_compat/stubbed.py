@@ -22,7 +22,6 @@ Stdlib and torch only; torch is imported by :func:`install`, not by importing th
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -134,7 +133,3 @@ def _triton(done: Stubbed) -> None:
     if hasattr(driver, "libcuda_dirs"):
         driver.libcuda_dirs = lambda: []
         done.patched.append("triton.backends.nvidia.driver.libcuda_dirs")
-
-
-if __name__ == "__main__":  # a quick look: python -m probes.checks.pair_compat.stubbed
-    print(install().to_dict(), file=sys.stderr)
