@@ -32,7 +32,6 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_gate_pinned.py",  # 530
     "tests/integration/test_default_matrix.py",  # 385
     "tests/integration/test_grpo_matrix.py",  # 355: seven grpo-normalizer-nan cells, one GRPO run
-    "tests/integration/test_stubbed_confirm.py",  # 240: two throwaway envs, each imported twice (real, stubbed)
     "tests/faults/test_real_faults.py",  # 210
     "tests/scan/test_confirm_integration.py",  # 130: two boundaries (fused, GRPO), four throwaway envs
     "tests/integration/test_pair_history.py",  # 125: five wheels read, no env; --confirm: three throwaway envs
@@ -42,6 +41,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_none_only_zoo.py",  # 70
     "tests/scan/test_scan_integration.py",  # 55
     "tests/gpu/test_dry_run.py",  # 55
+    "tests/integration/test_stubbed_confirm.py",  # 54: two throwaway envs, each imported twice (real, stubbed)
     "tests/integration/test_browser.py",  # 28: five Chromium runs, one an 18-cell report
     "tests/probes/test_static_releases.py",
     "tests/test_workflow.py",
