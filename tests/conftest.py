@@ -41,6 +41,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_none_only_zoo.py",  # 70
     "tests/scan/test_scan_integration.py",  # 55
     "tests/gpu/test_dry_run.py",  # 55
+    "tests/integration/test_stubbed_confirm.py",  # 54: two throwaway envs, each imported twice (real, stubbed)
     "tests/integration/test_browser.py",  # 28: five Chromium runs, one an 18-cell report
     "tests/integration/test_install.py",  # 10: a venv, the harness installed from a copy of the clone
     "tests/probes/test_static_releases.py",

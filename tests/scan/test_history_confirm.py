@@ -194,3 +194,203 @@ def test_the_history_bench_writes_both_runs_against_the_targets(tmp_path: Path, 
     assert seen[0][1] == seen[1][1] and "--no-scan" in seen[0][0]  # the warm run reuses the cold run's cache
     out = capsys.readouterr().out
     assert "cold 700.0 s (target < 600 s: NOT met)" in out and "warm 12.5 s (target < 60 s: met)" in out
+
+
+# ---------------------------------------------------------------- the stubbed import mode (runtime-stubbed)
+@pytest.mark.parametrize(("static", "outcome", "verdict", "by"), [
+    ("incompatible", "skew", "incompatible", "runtime-stubbed"),  # the stubbed import really raised the zoo error
+    ("compatible", "imports", "compatible", "runtime-stubbed"),
+    ("degraded", "imports", "degraded", "runtime-stubbed"),
+    ("incompatible", "imports", "inconsistent", "inconsistent"),  # a stubbed import that succeeds contradicts it
+    ("unknown", "skew", "incompatible", "runtime-stubbed"),
+    ("incompatible", "n/a", "incompatible", "static-only"),  # the stubs were not enough: the static verdict stands
+])
+def test_merge_keeps_a_stubbed_confirmation_apart_from_a_real_import(static: str, outcome: str, verdict: str,
+                                                                     by: str) -> None:
+    rt = Outcome(outcome, "why", 1.0, mode="stubbed", plain_reason="no accelerator: RuntimeError: no driver")
+    got = merge(row("10", "1.0", static), rt, "class")
+    assert (got["verdict"], got["confirmed_by"]) == (verdict, by)
+    assert got["runtime"]["mode"] == "stubbed" and got["runtime"]["plain_reason"].startswith("no accelerator")
+    if by == "inconsistent":
+        assert "import unsloth (stubbed) imports" in got["reason"]
+
+
+def fake_env(tmp_path: Path) -> history_confirm.envrun.Throwaway:
+    return history_confirm.envrun.Throwaway(tmp_path / "python", tmp_path, tmp_path)
+
+
+@pytest.mark.parametrize(("plain", "modes", "by"), [
+    (Outcome("n/a", "no accelerator: RuntimeError: Found no NVIDIA driver", 1.0), ["plain", "stubbed"],
+     "stubbed"),  # the real import asked the GPU: imported again, stubbed
+    (Outcome("imports", "import unsloth succeeded", 1.0), ["plain"], "plain"),  # a real answer: kept
+    (Outcome("skew", "ImportError: cannot import name 'b' from 'unsloth_zoo.loss'", 1.0), ["plain"], "plain"),
+    (Outcome("n/a", "KeyError: 'x' (at unsloth/models/rl.py:3)", 1.0), ["plain"], "plain"),  # not the GPU: no stubs
+])
+def test_the_stubbed_import_runs_only_when_the_real_one_wanted_an_accelerator(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: Outcome, modes: list[str], by: str) -> None:
+    ran: list[str] = []
+
+    def once(_env: object, _t0: float, _entry: str, *, stubbed: bool) -> Outcome:
+        ran.append("stubbed" if stubbed else "plain")
+        return Outcome("skew", "ImportError: cannot import name 'b' from 'unsloth_zoo.loss'", 2.0) if stubbed else plain
+
+    monkeypatch.setattr(history_confirm, "_import_once", once)
+    got = history_confirm._import_in(fake_env(tmp_path), 0.0, "probes.checks.pair_compat.confirm")
+    assert ran == modes and got.mode == by
+    assert got.plain_reason == (plain.reason if by == "stubbed" else None)
+
+
+def test_the_import_runs_offline_and_the_stubbed_one_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> history_confirm.envrun.Ran:
+        seen.append((argv, env))
+        (tmp_path / argv[argv.index("--out") + 1].rpartition("/")[2]).write_text(
+            '{"class": "environment", "reason": "no accelerator: RuntimeError: Found no NVIDIA driver"}')
+        return history_confirm.envrun.Ran(argv, 0)
+
+    monkeypatch.setattr(history_confirm.envrun, "run", run)
+    monkeypatch.setattr(history_confirm.envrun, "probes_path", lambda root: root / "pythonpath")
+    got = history_confirm._import_in(fake_env(tmp_path), 0.0, "entry")
+    assert [a[-1] for a, _ in seen] == [str(tmp_path / "import-plain.json"), "--stubbed"]
+    for _, env in seen:
+        assert (env["UNSLOTH_DISABLE_AUTO_UPDATES"], env["PIP_NO_INDEX"], env["UV_OFFLINE"]) == ("1", "1", "1")
+    assert (got.outcome, got.mode) == ("n/a", "stubbed")  # neither import answered: the static verdict stands
+
+
+def test_the_pair_is_installed_with_the_patched_libraries_of_its_date(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = {"unsloth": [{"version": "10", "uploaded": "2025-03-14T15:09:33Z"}],
+           "zoo": [{"version": "1.0", "uploaded": "2025-03-13T13:43:53Z"}, {"version": "2.0", "uploaded": None}]}
+    assert history_confirm.era_of(doc, "10", "1.0") == "2025-03-14T15:09:33Z"  # the later of the two
+    assert history_confirm.era_of(doc, "10", "2.0") is None
+    got: dict[str, list[str]] = {}
+
+    class Boom(history_confirm.envrun.ThrowawayError):
+        pass
+
+    def throwaway(_w: Path, _p: str, _py: str, requirements: list[str], overrides: list[str], _t: float) -> None:
+        got.update(requirements=requirements, overrides=overrides)
+        raise Boom("stop here")
+
+    monkeypatch.setattr(history_confirm.envrun, "throwaway", throwaway)
+    out = history_confirm.run_pair("10", "1.0", tmp_path, entry="e", era="2025-03-14T15:09:33Z")
+    assert (out.outcome, out.cacheable) == ("n/a", False)
+    assert got["overrides"] == ["unsloth==10", "unsloth_zoo==1.0"]
+    assert "--exclude-newer-package=transformers=2025-03-14T15:09:33Z" in got["requirements"]
+    assert "--exclude-newer-package=trl=2025-03-14T15:09:33Z" in got["requirements"]
+    assert not any("torch" in r for r in got["requirements"])  # torch stays the newest: the one in the uv cache
+    assert history_confirm.era_options(None) == []
+
+
+def test_a_cached_stubbed_outcome_stays_stubbed_and_the_pages_name_it(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def runner(u: str, z: str, _work: Path) -> Outcome:
+        calls.append(z)
+        if z == "1.0":
+            return Outcome("skew", "ImportError: cannot import name 'b' from 'unsloth_zoo.loss'", 2.0, mode="stubbed",
+                           plain_reason="no accelerator: NotImplementedError: Unsloth: No NVIDIA GPU found?")
+        return Outcome("imports", "import unsloth succeeded", 3.0, mode="stubbed", plain_reason="no accelerator: x")
+
+    doc = history_confirm.confirm(document(), max_n=12, cache=tmp_path, log=lambda _m: None, runner=runner)
+    again = history_confirm.confirm(document(), max_n=12, cache=tmp_path, log=lambda _m: None, runner=runner)
+    assert len(calls) == 2 and again["pairs"] == doc["pairs"]
+    assert [p["confirmed_by"] for p in again["pairs"]] == ["runtime-stubbed", "runtime-stubbed"]
+    assert again["confirm"]["confirmed_by"] == {"runtime-stubbed": 2}
+    md = markdown(again)
+    assert "| 10 | 1.0 | boundary | incompatible | skew | runtime-stubbed | ImportError: cannot import name 'b'" in md
+    assert "(confirmed_by runtime-stubbed)" in heatmap(again)
+
+
+def fake_torch(root: Path) -> None:
+    """A torch whose accelerator queries fail the way a CUDA build's do on a host without a driver."""
+    (root / "torch").mkdir()
+    (root / "torch" / "__init__.py").write_text("from torch import cuda, _C\n")
+    (root / "torch" / "_C.py").write_text("def _cuda_getCurrentRawStream(i):\n    raise RuntimeError('no driver')\n")
+    (root / "torch" / "cuda.py").write_text(
+        "def _no():\n    raise RuntimeError('Found no NVIDIA driver on your system.')\n"
+        "def is_available():\n    return False\n"
+        "def get_device_capability(device=None):\n    _no()\n")
+
+
+def test_the_stubbed_entry_gets_past_the_gpu_question_to_the_zoo_error(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unsloth shaped like 2025.3.10: it raises without a GPU, asks the capability, runs ``ldconfig``
+    through ``os.system``, then imports a zoo name its zoo lacks."""
+    import json
+    import os
+    import sys
+
+    from probes.checks.pair_compat import confirm as entry
+
+    fake_torch(tmp_path)
+    (tmp_path / "unsloth").mkdir()
+    (tmp_path / "unsloth_zoo").mkdir()
+    (tmp_path / "unsloth_zoo" / "__init__.py").write_text("")
+    (tmp_path / "unsloth_zoo" / "loss.py").write_text("a = 1\n")
+    (tmp_path / "unsloth" / "__init__.py").write_text(
+        "import os, torch\nif not torch.cuda.is_available():\n    raise NotImplementedError('Unsloth: No NVIDIA GPU "
+        "found? Unsloth currently only supports GPUs!')\nmajor, minor = torch.cuda.get_device_capability()\n"
+        "assert torch.cuda.is_bf16_supported() and torch.cuda.device_count() == 1\n"
+        "assert os.system('ldconfig /usr/lib64-nvidia') != 0\n"
+        "from unsloth_zoo.loss import gone\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(os, "system", os.system)  # restored after the test: the stubs replace it
+    names = ("unsloth", "unsloth_zoo", "unsloth_zoo.loss", "torch", "torch.cuda", "torch._C")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert entry.main(["--out", str(tmp_path / "plain.json")]) == 0
+    plain = json.loads((tmp_path / "plain.json").read_text())
+    assert (plain["class"], plain["mode"]) == ("environment", "plain")
+    assert plain["reason"].startswith("no accelerator: NotImplementedError: Unsloth: No NVIDIA GPU found?")
+    for name in names:
+        sys.modules.pop(name, None)
+    assert entry.main(["--out", str(tmp_path / "stubbed.json"), "--stubbed"]) == 0
+    got = json.loads((tmp_path / "stubbed.json").read_text())
+    assert (got["imported"], got["class"], got["mode"]) == (False, "skew", "stubbed")
+    assert got["reason"].startswith("ImportError: cannot import name 'gone' from 'unsloth_zoo.loss'")
+    assert got["stubs"]["refused"] == ["ldconfig /usr/lib64-nvidia"]  # asked, not run
+    assert "torch.cuda.get_device_capability" in got["stubs"]["patched"]
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_a_stubbed_import_failing_on_something_else_is_stub_insufficient_with_its_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyError on a zoo dict (unsloth 2025.3.11 x zoo 2025.3.9) names no zoo module: not a skew by the check's
+    rule, so ``environment``, and the reason says where it was raised."""
+    import json
+    import os
+    import sys
+
+    from probes.checks.pair_compat import confirm as entry
+
+    fake_torch(tmp_path)
+    (tmp_path / "unsloth").mkdir()
+    (tmp_path / "unsloth" / "__init__.py").write_text(
+        "import torch\ntorch.cuda.get_device_capability()\nREPL = {}\nx = REPL['grpo_compute_loss_slow']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(os, "system", os.system)
+    names = ("unsloth", "torch", "torch.cuda", "torch._C")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert entry.main(["--out", str(tmp_path / "out.json"), "--stubbed"]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert got["class"] == "environment"
+    assert got["reason"] == "stub insufficient: KeyError: 'grpo_compute_loss_slow' (at unsloth/__init__.py:4)"
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("frames", "cls", "place"), [
+    (["/e/site-packages/unsloth/models/_utils.py:406", "/e/site-packages/packaging/version.py:436"], "environment",
+     " (at unsloth/models/_utils.py:406)"),  # the innermost frame in unsloth or zoo, not the library's
+    (["/e/site-packages/transformers/models/x.py:2"], "environment", " (at transformers/models/x.py:2)"),
+    (["/e/site-packages/unsloth/models/_utils.py:102"], "skew", ""),  # a skew names its place in the message
+    ([], "environment", ""),
+])
+def test_the_place_of_a_failure_that_is_not_a_skew(frames: list[str], cls: str, place: str) -> None:
+    from probes.checks.pair_compat.confirm import _where
+
+    assert _where([{"type": "KeyError", "message": "'x'", "link": "raised", "where": frames}], cls) == place

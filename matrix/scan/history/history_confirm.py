@@ -10,9 +10,17 @@ installs), and the pair reader's in-env entry (``<reader>.confirm``, on PYTHONPA
 The env is deleted after each pair; the outcome is cached per (unsloth wheel, zoo wheel, reader code), so a
 rerun builds nothing.
 
+The libraries unsloth patches at import (:data:`ERA_CAPPED`: transformers, TRL, PEFT, ...) are resolved as of the
+pair's date (the later upload of the two wheels, ``--exclude-newer-package``), so an old pair meets the
+transformers it was released against, not one years newer; torch, triton, xformers and bitsandbytes stay the
+newest the metadata admits (the ones in the uv cache: an era torch is gigabytes per pair).
+
 Per confirmed pair: ``runtime.outcome`` ``imports`` / ``skew`` (an ImportError or AttributeError naming zoo;
-the innermost message) / ``n/a`` (the environment: an unsloth that asks for an accelerator at import, an
-install that fails; with the reason), and ``confirmed_by`` (:func:`merge`).
+the innermost message) / ``n/a`` (the environment: an install that fails, an import that fails on something
+else; with the reason), ``runtime.mode`` and ``confirmed_by`` (:func:`merge`). An unsloth that asks the GPU
+inside ``import unsloth`` (``n/a`` for want of an accelerator) is imported again in the same env with the
+accelerator queries stubbed (``<reader>.confirm --stubbed``, the reader's ``stubbed.py``): ``mode``
+``stubbed``, and the real import's reason kept as ``plain_reason``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,12 @@ DEFAULT_MAX = 12
 ENTRY = "confirm"  # the in-env module of the pair reader's package
 OUTCOMES = ("imports", "skew", "n/a")
 CPU_ENV = {"UNSLOTH_ALLOW_CPU": "1", "CUDA_VISIBLE_DEVICES": ""}  # a cell's allow-cpu unsloth process, on CPU
+# Nothing is installed during the import: unsloth 2025.1 .. 2025.3 runs `pip install --upgrade unsloth_zoo` when the
+# zoo is older than it wants, unless told not to; pip and uv are kept off the index either way.
+OFFLINE_ENV = {"UNSLOTH_DISABLE_AUTO_UPDATES": "1", "PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
+NO_ACCELERATOR = "no accelerator: "  # classify_chain's reason for an import that asked the GPU
+ERA_CAPPED = ("transformers", "trl", "peft", "accelerate", "datasets", "diffusers", "huggingface-hub", "tokenizers")
+POLICY = "era-hf+stubbed-1"  # how a pair is installed and imported: part of the cache key
 
 
 @dataclass(frozen=True)
@@ -49,10 +63,18 @@ class Outcome:
     seconds: float
     versions: dict[str, str | None] | None = None
     cacheable: bool = True  # a failed install or a timeout is not the pair's answer: tried again next run
+    mode: str = "plain"  # plain: the real import; stubbed: with the accelerator queries answered (stubbed.py)
+    plain_reason: str | None = None  # stubbed: why the real import was n/a
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "reason": self.reason, "seconds": round(self.seconds, 1),
-                "versions": self.versions}
+        out = {"outcome": self.outcome, "reason": self.reason, "seconds": round(self.seconds, 1),
+               "versions": self.versions, "mode": self.mode}
+        return out | ({"plain_reason": self.plain_reason} if self.plain_reason else {})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        return cls(d["outcome"], d["reason"], d["seconds"], d.get("versions"), mode=d.get("mode", "plain"),
+                   plain_reason=d.get("plain_reason"))
 
 
 def _newest_first(pair: tuple[str, str]) -> tuple[Version, Version]:
@@ -90,19 +112,22 @@ def pick(pairs: list[dict[str, Any]], max_n: int) -> list[tuple[str, str, str]]:
 def merge(pair: dict[str, Any], rt: Outcome, why: str) -> dict[str, Any]:
     """The pair after confirmation. ``runtime``: the outcome agrees with the static verdict (``imports`` with
     compatible/degraded, ``skew`` with incompatible), or decides a static ``unknown`` (a skew makes it
-    ``incompatible``). ``inconsistent``: they disagree; the pair's verdict becomes ``inconsistent``, so a pair
-    whose import succeeds is never ``incompatible``. ``static-only``: the runtime side is ``n/a``."""
+    ``incompatible``); ``runtime-stubbed`` when that import ran with the accelerator queries stubbed.
+    ``inconsistent``: they disagree (also stubbed); the pair's verdict becomes ``inconsistent``, so a pair whose
+    import succeeds is never ``incompatible``. ``static-only``: the runtime side is ``n/a``."""
     static = pair["verdict"]
     out = {**pair, "static_verdict": static, "runtime": rt.to_dict(), "confirm_why": why}
+    by = "runtime-stubbed" if rt.mode == "stubbed" else "runtime"
     if rt.outcome == "n/a":
         return {**out, "confirmed_by": "static-only"}
     if static == "unknown":
-        return {**out, "confirmed_by": "runtime", "verdict": "incompatible" if rt.outcome == "skew" else static}
+        return {**out, "confirmed_by": by, "verdict": "incompatible" if rt.outcome == "skew" else static}
     agrees = (rt.outcome == "skew") == (static == "incompatible")
     if agrees:
-        return {**out, "confirmed_by": "runtime"}
+        return {**out, "confirmed_by": by}
     return {**out, "confirmed_by": "inconsistent", "verdict": "inconsistent",
-            "reason": f"INCONSISTENT: static says {static}; import unsloth {rt.outcome}: {rt.reason}"}
+            "reason": f"INCONSISTENT: static says {static}; import unsloth{' (stubbed)' if by != 'runtime' else ''} "
+                      f"{rt.outcome}: {rt.reason}"}
 
 
 def entry_module(reader: str) -> str | None:
@@ -119,22 +144,47 @@ def _read(path: Path) -> dict[str, Any] | None:
     return out if isinstance(out, dict) else None
 
 
-def run_pair(unsloth: str, zoo: str, workdir: Path, *, entry: str, python: str = PYTHON) -> Outcome:
-    """Install the pair into a fresh env under ``workdir``, run ``entry`` there on CPU, delete the env."""
+def era_options(era: str | None) -> list[str]:
+    """uv options resolving :data:`ERA_CAPPED` as of ``era`` (an ISO time; none without one)."""
+    return [f"--exclude-newer-package={name}={era}" for name in ERA_CAPPED] if era else []
+
+
+def era_of(doc: dict[str, Any], unsloth: str, zoo: str) -> str | None:
+    """The pair's date: the later upload time of its two wheels (None when either is unknown)."""
+    u = next((r.get("uploaded") for r in doc["unsloth"] if r["version"] == unsloth), None)
+    z = next((r.get("uploaded") for r in doc["zoo"] if r["version"] == zoo), None)
+    return max(u, z) if u and z else None  # ISO-8601 UTC times order as text
+
+
+def run_pair(unsloth: str, zoo: str, workdir: Path, *, entry: str, python: str = PYTHON,
+             era: str | None = None) -> Outcome:
+    """Install the pair into a fresh env under ``workdir`` (:data:`ERA_CAPPED` as of ``era``), run ``entry``
+    there on CPU, and once more stubbed when the real import asked for an accelerator; delete the env."""
     t0 = time.monotonic()
     pins = [f"unsloth=={unsloth}", f"unsloth_zoo=={zoo}"]
+    # The era options ride in the requirement list: `envrun.install` hands it to `uv pip install` as arguments.
     try:
-        with envrun.throwaway(workdir, f"pair-{unsloth}-{zoo}-", python, pins, pins, INSTALL_TIMEOUT_S) as env:
+        with envrun.throwaway(workdir, f"pair-{unsloth}-{zoo}-", python, pins + era_options(era), pins,
+                              INSTALL_TIMEOUT_S) as env:
             return _import_in(env, t0, entry)
     except envrun.ThrowawayError as exc:
         return Outcome("n/a", str(exc), time.monotonic() - t0, cacheable=False)
 
 
 def _import_in(env: envrun.Throwaway, t0: float, entry: str) -> Outcome:
+    plain = _import_once(env, t0, entry, stubbed=False)
+    if plain.outcome != "n/a" or not plain.reason.startswith(NO_ACCELERATOR):
+        return plain
+    again = _import_once(env, t0, entry, stubbed=True)
+    return Outcome(again.outcome, again.reason, time.monotonic() - t0, again.versions or plain.versions,
+                   again.cacheable, mode="stubbed", plain_reason=plain.reason)
+
+
+def _import_once(env: envrun.Throwaway, t0: float, entry: str, *, stubbed: bool) -> Outcome:
     py, root, scratch = env.python, env.root, env.scratch
-    result = root / "import.json"
-    ran = envrun.run([str(py), "-m", entry, "--out", str(result)], cwd=scratch, timeout=RUN_TIMEOUT_S,
-                     env=envrun.clean_env(envrun.probes_path(root), **CPU_ENV))
+    result = root / f"import-{'stubbed' if stubbed else 'plain'}.json"
+    ran = envrun.run([str(py), "-m", entry, "--out", str(result), *(["--stubbed"] if stubbed else [])], cwd=scratch,
+                     timeout=RUN_TIMEOUT_S, env=envrun.clean_env(envrun.probes_path(root), **CPU_ENV, **OFFLINE_ENV))
     got = _read(result)
     if ran.returncode is None:
         return Outcome("n/a", f"import unsloth timed out after {RUN_TIMEOUT_S} s", time.monotonic() - t0,
@@ -169,7 +219,7 @@ def confirm(doc: dict[str, Any], *, max_n: int, cache: Path, log: Callable[[str]
         summary["na"] = f"n/a: the pair reader {t.reader} has no in-env entry ({ENTRY}.py)"
     if runner is None and entry is not None:
         def runner(u: str, z: str, w: Path) -> Outcome:
-            return run_pair(u, z, w, entry=entry)
+            return run_pair(u, z, w, entry=entry, era=era_of(doc, u, z))
     sha = {("u", r["version"]): r.get("sha256") for r in doc["unsloth"]} | {
         ("z", r["version"]): r.get("sha256") for r in doc["zoo"]}
     key = readers.reader_key(t)
@@ -179,7 +229,7 @@ def confirm(doc: dict[str, Any], *, max_n: int, cache: Path, log: Callable[[str]
         cached = _cache_file(folder, sha[("u", u)], sha[("z", z)], key)
         old = _read(cached) if cached is not None else None
         if old is not None:
-            rt = Outcome(old["outcome"], old["reason"], old["seconds"], old.get("versions"))
+            rt = Outcome.from_dict(old)
         elif runner is None:
             rt = Outcome("n/a", summary["na"], 0.0, cacheable=False)
         else:
@@ -191,11 +241,13 @@ def confirm(doc: dict[str, Any], *, max_n: int, cache: Path, log: Callable[[str]
         pairs[i] = merge(pairs[i], rt, why)
         summary["confirmed_by"][pairs[i]["confirmed_by"]] = summary["confirmed_by"].get(
             pairs[i]["confirmed_by"], 0) + 1
+        stub = " (stubbed)" if rt.mode == "stubbed" else ""
         log(f"confirm [{k}/{len(picked)}] unsloth {u} x zoo {z} ({why}): static {pairs[i]['static_verdict']}, "
-            f"runtime {rt.outcome} -> {pairs[i]['confirmed_by']} ({rt.seconds:.1f} s{', cached' if old else ''})"
+            f"runtime {rt.outcome}{stub} -> {pairs[i]['confirmed_by']} ({rt.seconds:.1f} s{', cached' if old else ''})"
             + (f": {rt.reason[:160]}" if rt.outcome != "imports" else ""))
     lines = [grid.release_line(u["version"], pairs) for u in doc["unsloth"]]
-    runtime = (f"{len(picked)} pair(s) confirmed by `import unsloth` on CPU in a throwaway env: "
+    runtime = (f"{len(picked)} pair(s) confirmed by `import unsloth` on CPU in a throwaway env (runtime-stubbed: "
+               "with the accelerator queries stubbed): "
                + (", ".join(f"{v} {n}" for v, n in sorted(summary["confirmed_by"].items())) or "none"))
     return {**doc, "pairs": pairs, "lines": lines, "confirm": summary, "runtime": runtime}
 
