@@ -127,8 +127,9 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
                                  and not set(ref["swallowed"]) & SWALLOWED_BY["ImportError"])
             u["where"].append(_where(ref))
             continue
-        m = missing.setdefault(name, {"name": name, "exception": why, "breaks": "guarded", "features": [],
-                                      "where": [], **extra})
+        # one entry per name, and per exception text where calls of one function fail in different ways
+        m = missing.setdefault(f"{name}\n{extra.get('detail', '')}", {
+            "name": name, "exception": why, "breaks": "guarded", "features": [], "where": [], **extra})
         swallowed = set(ref["swallowed"]) & SWALLOWED_BY[why]
         if swallowed:
             breaks = "guarded"
