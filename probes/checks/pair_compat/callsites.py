@@ -35,15 +35,17 @@ def shape_text(s: dict[str, Any]) -> str:
     return f"call({','.join(parts)})" + ("#instance" if s["receiver"] == "instance" else "")
 
 
-def local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict[str, int]:
+def local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, int], list[ast.stmt]]:
     """How often each name is bound in a function's own scope (parameters, assignments, loops, ``with``,
-    ``except ... as``, imports, nested ``def``/``class``, ``global``/``nonlocal``), nested scopes aside."""
+    ``except ... as``, imports, nested ``def``/``class``, ``global``/``nonlocal``), nested scopes aside; and its
+    own imports and single-name assignments of a call's result (what may bind a zoo name or a zoo instance)."""
     count: dict[str, int] = {}
+    found: list[ast.stmt] = []
     a = fn.args
     for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
         if arg is not None:
             count[arg.arg] = count.get(arg.arg, 0) + 1
-    todo: list[ast.AST] = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    todo: list[ast.AST] = list(fn.body)
     while todo:
         n = todo.pop()
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -55,6 +57,7 @@ def local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del):
             count[n.id] = count.get(n.id, 0) + 1
         elif isinstance(n, ast.Import | ast.ImportFrom):
+            found.append(n)
             for al in n.names:
                 name = al.asname or al.name.split(".")[0]
                 count[name] = count.get(name, 0) + 1
@@ -63,8 +66,11 @@ def local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict
                 count[name] = count.get(name, 0) + 2
         elif isinstance(n, ast.ExceptHandler) and n.name:
             count[n.name] = count.get(n.name, 0) + 1
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Call):
+            found.append(n)
         todo += ast.iter_child_nodes(n)
-    return count
+    return count, found
 
 
 def module_counts(tree: ast.Module) -> dict[str, int]:

@@ -111,10 +111,6 @@ class _FileReader:
         shadow = frozenset(n for n in aliases if count.get(n, 0) > 1)  # also bound otherwise: calls undecidable
         self._body(tree.body, _Ctx(None, frozenset(), aliases, shadow=shadow))
 
-    def _imports_zoo(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-        """Whether ``name`` is bound in ``fn`` by an import from zoo (nested functions aside)."""
-        return any(isinstance(n, ast.Import | ast.ImportFrom) and name in self._bindings(n) for n in ast.walk(fn))
-
     def _bindings(self, node: ast.Import | ast.ImportFrom) -> dict[str, str]:
         out = {}
         if isinstance(node, ast.Import):
@@ -144,16 +140,19 @@ class _FileReader:
                 if d is not None:
                     self._expr(d, ctx)
             # the body runs when called, not under the try or if around the definition
-            local = local_names(stmt)
-            zoo_once = {n for n, c in local.items() if c == 1 and self._imports_zoo(stmt, n)}
+            local, found = local_names(stmt) if self.mentions_zoo else ({}, [])
+            zoo_names = {n for node in found if isinstance(node, ast.Import | ast.ImportFrom)
+                         for n in self._bindings(node)}
+            made = [node for node in found if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                    and local.get(node.targets[0].id) == 1]
+            zoo_once = {n for n, c in local.items() if c == 1 and n in zoo_names}
             inner = _Ctx(ctx.prefix + stmt.name, frozenset(), dict(ctx.aliases), ctx.prefix + stmt.name + ".",
                          shadow=ctx.shadow | (set(local) - zoo_once), instances={})
-            for node in ast.walk(stmt):  # `x = ZooClass(...)`, x bound once here: x.m(...) is ZooClass.m
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                        and local.get(node.targets[0].id) == 1 and isinstance(node.value, ast.Call):
-                    made = self._target(node.value.func, inner)
-                    if made is not None and made[1] == "path":
-                        inner.instances[node.targets[0].id] = made[0]
+            for node in made:  # `x = ZooClass(...)`, x bound once here: x.m(...) is ZooClass.m
+                assert isinstance(node.value, ast.Call) and isinstance(node.targets[0], ast.Name)
+                got = self._target(node.value.func, inner)
+                if got is not None and got[1] == "path":
+                    inner.instances[node.targets[0].id] = got[0]
             self._body(stmt.body, inner)
         elif isinstance(stmt, ast.ClassDef):
             for d in (*stmt.decorator_list, *stmt.bases):
