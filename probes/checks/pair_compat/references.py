@@ -336,11 +336,13 @@ def reference_list(members: dict[str, str], package: str = ROOT) -> dict[str, An
         for path, keys in reader.dict_writes.items():
             written[path] = None if keys is None or written.get(path, set()) is None \
                 else {*(written.get(path) or set()), *keys}
-    on_route = {(file_of[m], q) for m, q in Route(trees, package).functions}
+
     dead = _unnamed({r["function"] for r in refs if ("call" in r or "key" in r) and r["function"]
                      and "." not in r["function"]}, members)
     import_files = {file_of[m] for m in _closure(edges, set(file_of), True)}
-    always = {file_of[m] for m in _closure(edges, set(file_of), False)}
+    always_modules = set(_closure(edges, set(file_of), False))
+    always = {file_of[m] for m in always_modules}
+    on_route = {(file_of[m], q) for m, q in Route(trees, package, always_modules).functions}
     kept = []
     for r in refs:
         if "call" in r and r["path"] in patched:

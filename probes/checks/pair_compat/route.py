@@ -1,9 +1,9 @@
 """unsloth's model-loading route: the functions ``from_pretrained`` and ``get_peft_model`` run, read with ``ast``.
 
 A break in one of these functions means the pair imports but cannot load a model (``breaks: model-load``). The
-roots are every method named ``from_pretrained`` or ``get_peft_model`` of an unsloth class (``FastModel``,
-``FastLlamaModel``, ...: the loader dispatches to the family's class, and each family's method is a root of
-its own). From a function, the route follows the calls it makes that resolve inside unsloth, statically:
+roots are every method named ``from_pretrained`` or ``get_peft_model`` of an unsloth model class (``Fast...``:
+``FastModel``, ``FastLlamaModel``, ...: the loader dispatches to the family's class, and each family's method
+is a root of its own; ``SyntheticDataKit.from_pretrained`` loads a vLLM engine for data preparation, no root). From a function, the route follows the calls it makes that resolve inside unsloth, statically:
 
 * ``f(...)`` -- a function nested in it, one of its module, or one imported from an unsloth module;
 * ``C(...)`` -- an unsloth class's ``__init__``;
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from probes.checks.pair_compat.modules import resolve_relative
 
 ROOTS = ("from_pretrained", "get_peft_model")
+LOADER_PREFIX = "Fast"  # unsloth's model classes; `SyntheticDataKit.from_pretrained` (data prep) is no root
 CATCH_ALL = frozenset({"Exception", "BaseException"})
 FunctionId = tuple[str, str]  # (module, qualified name: "FastModel.from_pretrained", "helper")
 
@@ -49,8 +50,12 @@ class _Module:
 class Route:
     """The model-loading route of one unsloth release (see the module docstring)."""
 
-    def __init__(self, trees: dict[str, tuple[ast.Module, bool]], root: str = "unsloth") -> None:
+    def __init__(self, trees: dict[str, tuple[ast.Module, bool]], root: str = "unsloth",
+                 loaded: set[str] | None = None) -> None:
+        """``loaded``: the modules whose classes can be roots (those ``import unsloth`` always runs; a module
+        loaded on one platform only, such as MLX's ``decision_mlx.py``, is no user's default route)."""
         self.root = root
+        self.loaded = set(trees) if loaded is None else loaded
         self.mods: dict[str, _Module] = {}
         self.class_index: dict[str, list[tuple[str, str]]] = {}
         for name, (tree, is_package) in trees.items():
@@ -191,8 +196,9 @@ class Route:
         return out
 
     def _reach(self) -> set[FunctionId]:
-        todo = [(mod, q) for mod, m in self.mods.items() for q in m.functions
-                if q.rsplit(".", 1)[-1] in ROOTS and "." in q and q.rsplit(".", 1)[0] in m.classes]
+        todo = [(mod, q) for mod, m in self.mods.items() if mod in self.loaded for q in m.functions
+                if q.rsplit(".", 1)[-1] in ROOTS and "." in q and q.rsplit(".", 1)[0] in m.classes
+                and q.rsplit(".", 2)[-2].startswith(LOADER_PREFIX)]
         seen: set[FunctionId] = set()
         while todo:
             fid = todo.pop()
