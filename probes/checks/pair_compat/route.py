@@ -3,7 +3,9 @@
 A break in one of these functions means the pair imports but cannot load a model (``breaks: model-load``). The
 roots are every method named ``from_pretrained`` or ``get_peft_model`` of an unsloth model class (``Fast...``:
 ``FastModel``, ``FastLlamaModel``, ...: the loader dispatches to the family's class, and each family's method
-is a root of its own; ``SyntheticDataKit.from_pretrained`` loads a vLLM engine for data preparation, no root). From a function, the route follows the calls it makes that resolve inside unsloth, statically:
+is a root of its own; ``SyntheticDataKit.from_pretrained`` loads a vLLM engine for data preparation, no root)
+in a module ``import unsloth`` always runs. From a function, the route follows the calls it makes that
+resolve inside unsloth, statically:
 
 * ``f(...)`` -- a function nested in it, one of its module, or one imported from an unsloth module;
 * ``C(...)`` -- an unsloth class's ``__init__``;
