@@ -5,8 +5,13 @@ ImportError or AttributeError) or ``unknown`` (with the reason the table gives).
 
 * *breaks the import* when it sits at module level of a module ``import unsloth`` runs and no enclosing
   ``try`` swallows its exception -> the pair is ``incompatible``;
+* *breaks model loading* when it sits, unswallowed, in a function on the model-loading route -> the pair is
+  ``incompatible`` with ``breaks_at: model-load`` (it imports, but ``from_pretrained`` fails);
 * else it breaks a feature (a function, a guarded block, a module imported later) -> ``degraded``, with the
   features its files and functions serve (``features``).
+
+A call whose arguments the zoo callee rejects is ``TypeError`` and a constant key a zoo dict lacks ``KeyError``
+(``calls.py``), with the exception text in ``detail``; undecidable ones are never listed.
 
 Where no reference is missing but one at import time is unknown (or an import-time file did not parse), the
 pair is ``unknown``; otherwise ``compatible``. Stdlib only.

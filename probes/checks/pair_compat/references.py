@@ -6,6 +6,12 @@ A reference is a dotted path into zoo and the kind of statement that needs it:
 * ``from`` -- ``from unsloth_zoo.X import Y``: ``unsloth_zoo.X`` a module, ``Y`` bound in it or a submodule;
 * ``attr`` -- ``Z.Y`` / ``unsloth_zoo.X.Y`` on a name bound to zoo by an import above (module-level or in the
   same function), read (not written).
+* ``call(...)`` -- a call of a zoo function, class or method, with what it passes (``callsites.py``), checked
+  against zoo's signature (``calls.py``);
+* ``key[...]`` -- ``D["k"]`` on a zoo dict, read with a constant key.
+
+A function on the model-loading route (``route.py``) marks its references ``route: model-load`` (and ``@load``
+in the kind, which keys the history's equivalence classes).
 
 Each reference carries where it is (file, line, enclosing function or None at module level), which
 exceptions an enclosing ``try`` swallows (a handler that re-raises swallows nothing; an ``if hasattr(...)``
