@@ -39,10 +39,10 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_eval_route.py",  # 100: two cells, one zoo backport at the floor and middle stacks
     "tests/integration/test_train_real.py",  # 70
     "tests/integration/test_none_only_zoo.py",  # 70
-    "tests/integration/test_pair_calls_wheels.py",  # 60: fourteen wheels downloaded and read, no env
     "tests/scan/test_scan_integration.py",  # 55
     "tests/gpu/test_dry_run.py",  # 55
     "tests/integration/test_browser.py",  # 28: five Chromium runs, one an 18-cell report
+    "tests/integration/test_pair_calls_wheels.py",  # 14: thirteen wheels read (downloaded once, cached), no env
     "tests/probes/test_static_releases.py",
     "tests/test_workflow.py",
 )
