@@ -205,5 +205,6 @@ def test_an_old_source_with_an_invalid_escape_is_read_even_when_warnings_are_err
         warnings.simplefilter("error")
         table = symbol_table(old, "unsloth_zoo")
         refs = reference_list(old, "unsloth")
-    assert table["modules"]["unsloth_zoo"] == {"names": ["PATTERN", "defined"], "unknown": [], "package": True}
+    assert table["modules"]["unsloth_zoo"] == {"names": ["PATTERN", "defined"], "unknown": [], "package": True,
+                                               "callables": {"defined": "()"}, "origins": {}, "dicts": {}}
     assert refs["unparsed"] == [] and [r["path"] for r in refs["refs"]] == ["unsloth_zoo.defined"], refs

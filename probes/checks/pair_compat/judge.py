@@ -5,8 +5,13 @@ ImportError or AttributeError) or ``unknown`` (with the reason the table gives).
 
 * *breaks the import* when it sits at module level of a module ``import unsloth`` runs and no enclosing
   ``try`` swallows its exception -> the pair is ``incompatible``;
+* *breaks model loading* when it sits, unswallowed, in a function on the model-loading route -> the pair is
+  ``incompatible`` with ``breaks_at: model-load`` (it imports, but ``from_pretrained`` fails);
 * else it breaks a feature (a function, a guarded block, a module imported later) -> ``degraded``, with the
   features its files and functions serve (``features``).
+
+A call whose arguments the zoo callee rejects is ``TypeError`` and a constant key a zoo dict lacks ``KeyError``
+(``calls.py``), with the exception text in ``detail``; undecidable ones are never listed.
 
 Where no reference is missing but one at import time is unknown (or an import-time file did not parse), the
 pair is ``unknown``; otherwise ``compatible``. Stdlib only.
@@ -17,10 +22,14 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from probes.checks.pair_compat import calls
 from probes.checks.pair_compat.features import feature_of
 from probes.checks.pair_compat.references import SWALLOWED_BY
 
 VERDICTS = ("compatible", "degraded", "incompatible", "unknown")
+# What a missing reference breaks, worst first: `import unsloth`; loading a model (the pair imports but
+# `from_pretrained` / `get_peft_model` fail); an import-time branch; a function when called; a guarded block.
+BREAKS = ("import", "model-load", "import-branch", "call", "guarded")
 # Attributes every module object has, whatever its source binds.
 MODULE_ATTRIBUTES = frozenset({"__dict__", "__name__", "__file__", "__path__", "__spec__", "__loader__",
                                "__package__", "__doc__", "__cached__", "__builtins__"})
@@ -65,6 +74,11 @@ def closest(table: dict[str, Any], missing: str, is_module: bool = False) -> str
     return "absent from every module of this zoo release"
 
 
+def base_kind(kind: str) -> str:
+    """``from`` of ``from@load``, ``call`` of ``call(0,token=)@load``, ``key`` of ``key['x']``."""
+    return kind.split("@", 1)[0].split("(", 1)[0].split("[", 1)[0]
+
+
 def _where(ref: dict[str, Any]) -> dict[str, Any]:
     return {"file": ref["file"], "line": ref["line"], "function": ref["function"], "kind": ref["kind"]}
 
@@ -75,12 +89,21 @@ class Resolver:
     def __init__(self, table: dict[str, Any]) -> None:
         self.table = table
         self._memo: dict[tuple[str, int, str], tuple[str, str, str]] = {}
+        self._checked: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
     def __call__(self, path: str, modules: int, kind: str) -> tuple[str, str, str]:
         key = (path, modules, kind)
         got = self._memo.get(key)
         if got is None:
             got = self._memo[key] = resolve(self.table, path, modules, kind)
+        return got
+
+    def check(self, ref: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Memoised :func:`calls.check` of a call or key reference (its path and kind say all it passes)."""
+        key = (ref["path"], ref["kind"].split("@", 1)[0])
+        got = self._checked.get(key)
+        if got is None:
+            got = self._checked[key] = calls.check(self.table, ref)
         return got
 
 
@@ -90,7 +113,17 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
     missing: dict[str, dict[str, Any]] = {}
     unknown: dict[str, dict[str, Any]] = {}
     for ref in refs["refs"]:
-        state, name, why = res(ref["path"], ref["modules"], ref["kind"])
+        kind = base_kind(ref["kind"])
+        extra: dict[str, Any] = {}
+        if kind in ("call", "key"):  # a call's arguments, a dict's key: undecidable ones are never a break
+            state, found = res.check(ref)
+            if state != "missing":
+                continue
+            extra = dict(found)  # the memo's answer is shared
+            name = ref["path"] + (f"[{ref['key']!r}]" if kind == "key" else "")
+            why = extra.pop("exception")
+        else:
+            state, name, why = res(ref["path"], ref["modules"], kind)
         if state == "ok":
             continue
         if state == "unknown":
@@ -99,16 +132,20 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
                                  and not set(ref["swallowed"]) & SWALLOWED_BY["ImportError"])
             u["where"].append(_where(ref))
             continue
-        m = missing.setdefault(name, {"name": name, "exception": why, "breaks": "guarded", "features": [],
-                                      "where": []})
+        # one entry per name, and per exception text where calls of one function fail in different ways
+        m = missing.setdefault(f"{name}\n{extra.get('detail', '')}", {
+            "name": name, "exception": why, "breaks": "guarded", "features": [], "where": [], **extra})
         swallowed = set(ref["swallowed"]) & SWALLOWED_BY[why]
-        if ref["import_time"] and not swallowed and ref["branch"] is None:
-            m["breaks"] = "import"
-        elif ref["import_time"] and not swallowed and m["breaks"] != "import":
-            m["breaks"] = "import-branch"
-            m["branch"] = ref["branch"]
-        elif not swallowed and m["breaks"] == "guarded":
-            m["breaks"] = "call"
+        if swallowed:
+            breaks = "guarded"
+        elif ref["import_time"]:
+            breaks = "import" if ref["branch"] is None else "import-branch"
+        else:
+            breaks = "model-load" if ref.get("route") == "model-load" else "call"
+        if BREAKS.index(breaks) < BREAKS.index(m["breaks"]):
+            m["breaks"] = breaks
+            if breaks == "import-branch":
+                m["branch"] = ref["branch"]
         feature = feature_of(ref["file"], ref["function"])
         if ref["import_time"] and ref["branch"] and not swallowed:
             feature = f"import unsloth on `{ref['branch']}`"
@@ -117,8 +154,10 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
         m["where"].append(_where(ref))
     t = res.table
     for m in missing.values():
-        m["closest"] = closest(t, m["name"], m["exception"] == "ModuleNotFoundError")
-    if any(m["breaks"] == "import" for m in missing.values()):
+        if "closest" not in m:
+            m["closest"] = closest(t, m["name"], m["exception"] == "ModuleNotFoundError")
+    breaks_at = next((b for b in ("import", "model-load") if any(m["breaks"] == b for m in missing.values())), None)
+    if breaks_at is not None:
         verdict = "incompatible"
     elif any(u["import_time"] for u in unknown.values()) or (refs.get("unparsed") and not missing):
         verdict = "unknown"
@@ -126,20 +165,30 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
         verdict = "degraded"
     else:
         verdict = "compatible"
-    order = {"import": 0, "import-branch": 1, "call": 2, "guarded": 3}
-    return {"verdict": verdict,
-            "missing": sorted(missing.values(), key=lambda m: (order[m["breaks"]], m["name"])),
+    return {"verdict": verdict, "breaks_at": breaks_at,
+            "missing": sorted(missing.values(), key=lambda m: (BREAKS.index(m["breaks"]), m["name"])),
             "unknown": sorted(unknown.values(), key=lambda u: u["name"]),
             "unparsed": list(refs.get("unparsed", []))}
 
 
+def _short(m: dict[str, Any]) -> str:
+    if m.get("key") is not None:
+        return m["name"].rsplit("[", 1)[0].rsplit(".", 1)[-1] + f"[{m['key']!r}]"
+    return m["name"].split(".")[-1] + ("()" if m.get("signature") else "")
+
+
 def summary(result: dict[str, Any], limit: int = 3) -> str:
-    """One line: the verdict and the first missing names with what breaks."""
+    """One line: the verdict (with where an incompatible pair breaks) and the first breaks: the missing names
+    with what they break, then each failing call or key with the exception Python raises."""
     if result["verdict"] == "compatible":
         return "compatible"
-    parts = [f"`{m['name'].split('.')[-1]}` ({', '.join(m['features'][:2])})" for m in result["missing"][:limit]]
+    label = result["verdict"] + (" (breaks at model load)" if result.get("breaks_at") == "model-load" else "")
+    shown = result["missing"][:limit]
     more = len(result["missing"]) - limit
     tail = f" and {more} more" if more > 0 else ""
-    if not parts:
-        return f"{result['verdict']}: " + "; ".join(u["name"] for u in result["unknown"][:limit])
-    return f"{result['verdict']}: missing " + ", ".join(parts) + tail
+    if not shown:
+        return f"{label}: " + "; ".join(u["name"] for u in result["unknown"][:limit])
+    names = [f"`{_short(m)}` ({', '.join(m['features'][:2])})" for m in shown if not m.get("detail")]
+    parts = (["missing " + ", ".join(names)] if names else []) + [
+        f"`{_short(m)}` ({', '.join(m['features'][:2])}): {m['detail']}" for m in shown if m.get("detail")]
+    return f"{label}: " + "; ".join(parts) + tail

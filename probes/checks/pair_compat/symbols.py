@@ -22,8 +22,15 @@ import re
 from typing import Any
 
 from probes.checks.pair_compat.modules import module_of, parse, resolve_relative
+from probes.checks.pair_compat.signatures import (
+    DICT_START,
+    declared_global,
+    dict_writes,
+    module_extras,
+    written_names,
+)
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2
 GLOBAL_STMT = re.compile(r"^[ \t]*global[ \t]", re.M)
 
 
@@ -36,6 +43,12 @@ def _targets(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Tuple | ast.List):
         return [n for elt in node.elts for n in _targets(elt)]
     return []
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:``: a block that binds nothing at runtime."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _const_strings(node: ast.AST) -> list[str] | None:
@@ -57,9 +70,12 @@ class _ModuleReader:
         self.all: list[str] | None = None
         self.all_dynamic = False
         self.unknown: list[str] = []
+        self._top = False
+        self.extras: dict[str, Any] = {"callables": {}, "origins": {}, "dicts": {}}
+        self.writes: dict[str, list[str] | None] = {}  # keys this module's stores add to dicts, by dict name
 
     def read(self, tree: ast.Module, text: str) -> None:
-        self._block(tree.body)
+        self._block(tree.body, top=True)
         if GLOBAL_STMT.search(text):  # the full walk only where a `global` statement can be
             for node in ast.walk(tree):
                 if isinstance(node, ast.Global):
@@ -67,8 +83,9 @@ class _ModuleReader:
         if "__getattr__" in self.names:
             self.unknown.append(f"{self.module} defines a module __getattr__")
 
-    def _block(self, body: list[ast.stmt]) -> None:
+    def _block(self, body: list[ast.stmt], top: bool = False) -> None:
         for stmt in body:
+            self._top = top  # a `del` inside a block may not run: only top-level ones unbind
             self._stmt(stmt)
 
     def _stmt(self, stmt: ast.stmt) -> None:
@@ -89,6 +106,8 @@ class _ModuleReader:
                 self.names.add(a.asname or a.name.split(".")[0])
         elif isinstance(stmt, ast.ImportFrom):
             self._import_from(stmt)
+        elif isinstance(stmt, ast.If) and _type_checking(stmt.test):
+            self._block(stmt.orelse)  # the body runs only under a type checker, never at import
         elif isinstance(stmt, ast.If | ast.While):
             self._block(stmt.body)
             self._block(stmt.orelse)
@@ -103,14 +122,16 @@ class _ModuleReader:
             self._block(stmt.body)
         elif isinstance(stmt, ast.Try | getattr(ast, "TryStar", ast.Try)):
             self._block(stmt.body)
-            for h in stmt.handlers:
-                if h.name:
-                    self.names.add(h.name)
+            for h in stmt.handlers:  # `except E as e` unbinds e when the handler ends
                 self._block(h.body)
             self._block(stmt.orelse)
             self._block(stmt.finalbody)
         elif isinstance(stmt, ast.Expr):
             self._expr(stmt.value)
+        elif isinstance(stmt, ast.Delete) and self._top:
+            # a module-level `del x` unbinds x (zoo's __init__ deletes its helpers: `del os, find_spec`)
+            for t in stmt.targets:
+                self.names.difference_update(_targets(t))
 
     def _import_from(self, stmt: ast.ImportFrom) -> None:
         source = resolve_relative(self.module, self.is_package, stmt.module, stmt.level)
@@ -176,6 +197,7 @@ def _globals_subscript_writes(tree: ast.Module) -> list[int]:
 def read_modules(members: dict[str, str], package: str) -> dict[str, _ModuleReader]:
     """One reader per ``.py`` member of ``package``, keyed by dotted module name."""
     out: dict[str, _ModuleReader] = {}
+    dicts = {m for text in members.values() for m in DICT_START.findall(text)}  # every module-level dict, and more
     for member, text in members.items():
         found = module_of(member, package)
         if found is None:
@@ -188,6 +210,9 @@ def read_modules(members: dict[str, str], package: str) -> dict[str, _ModuleRead
             reader.unknown.append(f"{member}: cannot parse ({getattr(exc, 'msg', exc)})")
         else:
             reader.read(tree, text)
+            reader.extras = module_extras(module, is_package, tree, declared_global(text))
+            maybe = written_names(text, dicts)
+            reader.writes = dict_writes(tree, maybe) if maybe else {}
             if "globals()" in text:
                 reader.unknown += [f"{module}:{n}: globals()[...] written at module level"
                                    for n in _globals_subscript_writes(tree)]
@@ -203,7 +228,12 @@ def _exports(readers: dict[str, _ModuleReader], module: str, package: str, resol
         where = "outside the package" if module.split(".", maxsplit=1)[0] != package else "not in this release"
         return set(), [f"star import from {module} ({where})"]
     if r.all is not None and not r.all_dynamic:
-        return set(r.all), []
+        # `from m import *` takes each listed name from m (a submodule is imported); a listed name m does not
+        # bind raises AttributeError there, so it is never the importer's (unless m's names are undecidable)
+        names, unknown = _resolve(readers, module, package, resolved, stack)
+        if unknown:
+            return set(r.all), []
+        return {n for n in r.all if n in names or f"{module}.{n}" in readers}, []
     if r.all_dynamic:
         return set(), [f"star import from {module}, whose __all__ is dynamic"]
     names, unknown = _resolve(readers, module, package, resolved, stack)
@@ -215,7 +245,7 @@ def _resolve(readers: dict[str, _ModuleReader], module: str, package: str, resol
     if module in resolved:
         return resolved[module]
     r = readers[module]
-    names = set(r.names) | set(r.all or [])
+    names = set(r.names)  # `__all__` binds nothing: it matters only to `from m import *`
     unknown = list(r.unknown)
     for source in r.stars:
         if source in stack:
@@ -228,12 +258,23 @@ def _resolve(readers: dict[str, _ModuleReader], module: str, package: str, resol
 
 
 def symbol_table(members: dict[str, str], package: str = "unsloth_zoo") -> dict[str, Any]:
-    """The release's table: ``{"modules": {dotted: {"names": [...], "unknown": [...]}}}`` (JSON-able, sorted)."""
+    """The release's table: ``{"modules": {dotted: {"names": [...], "unknown": [...], "package": bool,
+    "callables": {...}, "origins": {...}, "dicts": {...}}}}`` (JSON-able, sorted; the last three:
+    ``signatures.py``)."""
     readers = read_modules(members, package)
     resolved: dict[str, Any] = {}
     modules = {}
+    writes: dict[str, list[str] | None] = {}
+    for r in readers.values():  # the stores that add keys to a dict, anywhere in the release
+        for name, keys in r.writes.items():
+            known = keys is not None and not (name in writes and writes[name] is None)
+            writes[name] = [*(writes.get(name) or []), *(keys or [])] if known else None
     for module in sorted(readers):
         names, unknown = _resolve(readers, module, package, resolved, ())
+        ex = readers[module].extras
+        dicts = {d: None if writes.get(d, []) is None else sorted({*keys, *(writes.get(d) or [])})
+                 for d, keys in ex["dicts"].items() if d in names}
         modules[module] = {"names": sorted(names), "unknown": sorted(set(unknown)),
-                           "package": readers[module].is_package}
+                           "package": readers[module].is_package, "callables": ex["callables"],
+                           "origins": ex["origins"], "dicts": dicts}
     return {"version": TABLE_VERSION, "package": package, "modules": modules}
