@@ -176,10 +176,6 @@ def run(args: argparse.Namespace, outer: Run, log: Callable[[str], Any] = print)
     from matrix.cells import pipeline
     from reports.gate import evaluate, recommendation
 
-    if args.zoo is not None:
-        from matrix.cli import zoo_gate
-
-        return zoo_gate.run(args, outer, log)
     if not 0 <= args.below <= 50:
         raise GateError(f"--below {args.below}: must be between 0 and 50")
     backports = []

@@ -133,7 +133,9 @@ def judge_structural(rows: list[dict[str, Any]], table: dict[str, Any], version:
     for u, c, p in zip(admitted, cand, prev, strict=True):
         before = p["verdict"] if p else None
         regression = c["verdict"] == "incompatible" and (before in WORKED or before is None)
-        unresolved = (c["verdict"] == "unknown" and before != "unknown") or (
+        # no verdict: the release could not be read, or the candidate cannot be judged where the previous zoo
+        # could, or it breaks a pair whose previous verdict is unknown
+        unresolved = u.get("refs") is None or (c["verdict"] == "unknown" and before != "unknown") or (
             c["verdict"] == "incompatible" and before == "unknown")
         out.append({"unsloth": u["version"], "floor": u["floor"], "candidate": c["verdict"], "previous": before,
                     "breaks": [{k: m.get(k) for k in ("name", "breaks", "detail", "key", "signature")} | {
