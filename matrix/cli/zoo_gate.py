@@ -168,7 +168,10 @@ def details(structural: dict[str, Any], haz: list[dict[str, Any]], cells: dict[s
     out = ["", "unsloth release: candidate (previous zoo)"]
     for e in structural["admitted"]:
         flag = " REGRESSION" if e["regression"] else " NO VERDICT" if e["unresolved"] else ""
-        tail = f": missing {names_of(e)}" if e["candidate"] != "compatible" else ""
+        if e["candidate"] == "degraded" and e["previous"] == "compatible":
+            flag = " LOSES FEATURES"
+        tail = f": missing {names_of(e)}" if e["breaks"] else f": missing {', '.join(e['lost'])}" if e.get(
+            "lost") else f": {e['reason']}" if e["reason"] else ""
         out.append(f"  unsloth {e['unsloth']}: {e['candidate']} ({e['previous'] or 'n/a'}){flag}{tail}")
     out.append("checks: candidate (previous zoo)")
     for h in haz:

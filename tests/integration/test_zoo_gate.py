@@ -51,8 +51,8 @@ def test_a_zoo_that_drops_a_name_recent_unsloth_imports_fails_and_names_the_rele
     assert "gate: exit 1 (fail)" in head
     assert doc["previous"] == ZOO and doc["cells"] is None
     admitted = doc["structural"]["admitted"]
-    assert {e["unsloth"]: (e["candidate"], e["previous"], e["regression"]) for e in admitted} == {
-        v: ("incompatible", "compatible", True) for v in ("2026.10.7", "2026.10.8", "2026.10.9")}
+    assert {e["unsloth"]: (e["candidate"], e["previous"], e["regression"]) for e in admitted} == dict.fromkeys(
+        ("2026.10.7", "2026.10.8", "2026.10.9"), ("incompatible", "compatible", True))
     # the hazards are those of 2026.10.9: nothing reverted
     assert not any(h.get("reverted") for h in doc["hazards"])
 
@@ -80,7 +80,8 @@ def test_the_released_zoo_passes_with_one_real_cell(tmp_path: Path) -> None:
     # passes the gate (its CPU-backend kernel is latent there: a WARN, as in the unsloth gate).
     proc, head, doc = gate(tmp_path, "--zoo", ZOO, "--cells", "1", "--against", AGAINST)
     assert proc.returncode == 0, explain(proc)
-    assert head[0] == f"gate --zoo: PASS: unsloth_zoo {ZOO} (pypi unsloth_zoo-{ZOO}-py3-none-any.whl) beside zoo 2026.10.8"
+    assert head[0] == (f"gate --zoo: PASS: unsloth_zoo {ZOO} (pypi unsloth_zoo-{ZOO}-py3-none-any.whl) beside zoo "
+                       "2026.10.8")
     assert doc["previous"] == "2026.10.8"
     assert [e["candidate"] for e in doc["structural"]["admitted"]] == ["compatible"] * 3
     assert {h["check"]: h["candidate"] for h in doc["hazards"]} == {

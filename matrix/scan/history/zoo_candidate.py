@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from matrix.scan.history import grid, metadata_caps, readers
+from matrix.scan.history import metadata_caps, readers
 from matrix.scan.history.candidate_tree import read_candidate, version_of
 from probes import checks
 
@@ -122,16 +122,20 @@ def judge_structural(rows: list[dict[str, Any]], table: dict[str, Any], version:
                      previous: dict[str, Any] | None) -> dict[str, Any]:
     """The candidate's symbol ``table`` (version ``version``) and the ``previous`` zoo row (``{version, table,
     error}``) against the unsloth ``rows`` whose plain requirement admits ``version`` (every row when the
-    version is unknown). One entry per admitted release: ``{unsloth, candidate, previous, breaks, regression,
-    unresolved}``."""
+    version is unknown). One entry per admitted release: ``{unsloth, candidate, previous, breaks, lost,
+    regression, unresolved}``; each pair is judged whole (every missing name kept, not the history's cut)."""
     _, t = readers.pair_target()
     admitted = [u for u in rows if not valid(version) or metadata_caps.admits(u["plain"], version or "")]
-    label = version if valid(version) else "0"
-    cand = grid.judge_all(t, admitted, [{"version": label, "table": table, "error": None}])["pairs"]
-    prev = grid.judge_all(t, admitted, [previous])["pairs"] if previous else [None] * len(admitted)
+    cand = t.prepare(table)
+    prev = t.prepare(previous["table"]) if previous and previous.get("table") is not None else None
     out = []
-    for u, c, p in zip(admitted, cand, prev, strict=True):
-        before = p["verdict"] if p else None
+    for u in admitted:
+        if u.get("refs") is None:
+            c: dict[str, Any] = {"verdict": "unknown", "reason": u.get("error") or "not read", "missing": []}
+        else:
+            c = t.judge(u["refs"], cand)
+        before = None if previous is None else "unknown" if prev is None or u.get("refs") is None else \
+            t.judge(u["refs"], prev)["verdict"]
         regression = c["verdict"] == "incompatible" and (before in WORKED or before is None)
         # no verdict: the release could not be read, or the candidate cannot be judged where the previous zoo
         # could, or it breaks a pair whose previous verdict is unknown
@@ -140,6 +144,7 @@ def judge_structural(rows: list[dict[str, Any]], table: dict[str, Any], version:
         out.append({"unsloth": u["version"], "floor": u["floor"], "candidate": c["verdict"], "previous": before,
                     "breaks": [{k: m.get(k) for k in ("name", "breaks", "detail", "key", "signature")} | {
                         "where": (m.get("where") or [{}])[0]} for m in breaking(c)],
+                    "lost": [m.get("name") for m in c.get("missing", []) if m not in breaking(c)][:8],
                     "reason": c.get("reason") or "", "regression": regression, "unresolved": unresolved})
     return {"judged": len(rows), "admitted": out}
 
