@@ -183,3 +183,17 @@ def test_release_spans_are_runs_of_the_judged_order() -> None:
     judged = ["2026.9.1", "2026.9.2", "2026.9.10", "2026.10.1", "2026.10.2"]
     assert zoo_gate.spans(["2026.10.2", "2026.9.1", "2026.9.2", "2026.9.10"], judged) == \
         "2026.9.1 … 2026.9.10 (3), 2026.10.2"
+
+
+def test_every_scanned_check_of_the_zoo_judges_the_candidates_own_files() -> None:
+    from probes import checks
+
+    # a candidate without any kernel file: each scanned check of zoo's subject reads its members of the
+    # candidate (no previous release: nothing to compare), the pair check is the structural part, not a hazard
+    got = zoo_candidate.hazards(ZOO, None)
+    pair_check, t = readers.pair_target()
+    expected = [checks.info(n).id for n in checks.with_capability("scan")
+                if t.referred in checks.subject(n).axes and checks.info(n).id != pair_check]
+    assert [h["check"] for h in got if "na" not in h] == expected and expected
+    assert all(h["candidate"] == "absent" and h["previous"] is None and not h["reverted"] for h in got if "na" not in h)
+    assert pair_check not in [h["check"] for h in got]
