@@ -17,7 +17,7 @@
   nox -s report          classify, render and gate what the cells left in the output directory
   nox -s report -- D...  merge the cell results of shard directories D... into one report
   nox -s pinned -- ...   check an existing env (--python PATH) or exact pins (-r FILE)
-  nox -s gate -- --unsloth SOURCE   release gate for a candidate unsloth
+  nox -s gate -- --unsloth SOURCE   release gate for a candidate unsloth (--zoo SOURCE: a candidate zoo)
   nox -s scan -- ...     static verdicts for every release, without installing (scan.json, scan.md)
   nox -s mutation -- ... mutation testing of the behaviour suite
   nox -s bench           measure the matrix against its floor (`-- scan`: the scan benchmark)
@@ -166,7 +166,7 @@ def pinned(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def gate(session: nox.Session) -> None:
-    """Release gate for a candidate unsloth: `-- --unsloth VERSION|PATH|git+URL@REF`; exit 0/1/2."""
+    """Release gate for a candidate unsloth or zoo: `-- --unsloth|--zoo VERSION|PATH|git+URL@REF`; exit 0/1/2."""
     _exit(session, cli.session_main("gate", list(session.posargs), base=BASE))
 
 

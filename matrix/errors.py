@@ -59,7 +59,7 @@ class Row:
 TABLE: tuple[Row, ...] = (
     Row(EXIT_OK, (
         "every cell passes or is in the state the matrix file expects (`expect`)",
-        "every cell passes (`activates`, `no-ops`, `not-needed`)",
+        "every cell passes (`activates`, `no-ops`, `not-needed`); `gate --zoo`: and no regression, no reverted fix",
         "`scan.json` and `scan.md` written",
         "the score reaches the bar",
         "done")),
@@ -67,13 +67,16 @@ TABLE: tuple[Row, ...] = (
         "a cell fails the gate unexpectedly, or an expected failure no longer happens (XPASS: the expectation is "
         "stale; update the matrix file)",
         "exposure found: a cell is `broken`, or `missing` with reach exposed or unknown (latent too with "
-        "`--strict`); a failing state of `[gate] fail_on`",
+        "`--strict`); a failing state of `[gate] fail_on`; `gate --zoo`: a regression (an unsloth release that "
+        "worked with the previous zoo release is `incompatible` with the candidate) or a reverted fix (previous "
+        "release `fixed`, candidate `vulnerable`)",
         "written, but the static and runtime detectors disagree on a release (`--confirm`: `inconsistent`)",
         "the score is below the bar",
         "")),
     Row(EXIT_HARNESS, (
         "bad input (arguments, matrix file, a corrupt result) or the harness failed",
-        "no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed",
+        "no verdict: a cell could not be built or probed (`error`), bad input, or the harness failed; `gate "
+        "--zoo`: also a pair or a check that could not be judged (`unknown`)",
         "bad input, or the scan could not run",
         "bad input, or no score (an env build or the runner failed)",
         "bad input, or the harness (a benchmark run, a build) failed")),
@@ -81,7 +84,8 @@ TABLE: tuple[Row, ...] = (
 NOTES = (
     "`--exit-zero` (matrix, report, cell) exits 0 whatever the gate says; bad input and harness failures still "
     "exit 2.",
-    "For gate and pinned an `error` outranks a finding: a gate that could not look does not pass.",
+    "For gate and pinned an `error` outranks a finding: a gate that could not look does not pass. `gate --zoo`'s "
+    "regressions and reverted fixes, read from the source, are findings that stand (1) whatever its cells say.",
     f"{EXIT_INTERRUPTED}: interrupted (Ctrl-C).",
     "Under nox a session that exits 1 fails and nox goes on with the other sessions, then exits 1; exit 2 stops "
     "nox at once with 2 (under `nox -j N` nox reduces every failed session to 1). nox aborts a `requires=` fan-in "

@@ -148,8 +148,10 @@ def cmd_cell(args: argparse.Namespace, run: Run) -> int:
 
 
 def cmd_gate(args: argparse.Namespace, run: Run) -> int:
-    from matrix.cli import release_gate
+    from matrix.cli import release_gate, zoo_gate
 
+    if args.zoo is not None:  # a candidate zoo: its own gate (matrix.cli.zoo_gate)
+        return zoo_gate.run(args, run, log=print)
     return release_gate.run(args, run, log=print)
 
 
@@ -254,7 +256,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None,
     "cells": ("list the cell ids of the selected matrix", _cells_args, cmd_cells),
     "checks": ("list the registered checks and the capabilities each declares", None, cmd_checks),
     "validate": ("validate a matrix file and exit", _validate_args, cmd_validate),
-    "gate": ("release gate for a candidate unsloth", add_gate_arguments, cmd_gate),
+    "gate": ("release gate for a candidate unsloth or unsloth_zoo", add_gate_arguments, cmd_gate),
     "pinned": ("probe an existing interpreter in place, or exactly the pins of a file", add_pinned_arguments,
                cmd_pinned),
     "scan": ("static verdicts for every release, without installing (its own options)", _passthrough, cmd_scan),

@@ -48,11 +48,27 @@ def add_strict_argument(p: argparse.ArgumentParser) -> None:
 
 
 def add_gate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--unsloth", required=True, metavar="SOURCE",
-                   help="candidate: a version, a checkout or wheel path, or git+URL@REF")
-    p.add_argument("--below", type=int, default=3, help="zoo releases below the admitted floor (default 3)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--unsloth", metavar="SOURCE",
+                       help="a candidate unsloth: a version, a checkout or wheel path, or git+URL@REF")
+    which.add_argument("--zoo", metavar="SOURCE",
+                       help="a candidate unsloth_zoo: a version, a checkout or wheel path, or git+URL@REF; judged "
+                            "against every unsloth release whose zoo requirement admits it, beside the previous "
+                            "zoo release")
+    p.add_argument("--below", type=int, default=3,
+                   help="--unsloth: zoo releases below the admitted floor (default 3)")
     p.add_argument("--backport", action="append", default=[], metavar="NAME@BASEVERSION",
-                   help="also a zoo backport from matrix/backports (repeatable)")
+                   help="--unsloth: also a zoo backport from matrix/backports (repeatable)")
+    p.add_argument("--cells", type=int, default=2, metavar="N",
+                   help="--zoo: real CPU cells of the newest N admitting unsloth releases x the candidate "
+                        "(default 2; 0: none)")
+    p.add_argument("--all", dest="everything", action="store_true",
+                   help="--zoo: judge every unsloth release, not the last 12 months")
+    p.add_argument("--against", default="", metavar="SPEC",
+                   help="--zoo: only the unsloth releases this PEP 440 specifier selects (e.g. '>=2026.10')")
+    p.add_argument("--previous", default="", metavar="VERSION",
+                   help="--zoo: the zoo release to compare with (default: the published release of the "
+                        "candidate's version for a wheel, tree or git candidate, else the newest one below it)")
     add_strict_argument(p)
 
 

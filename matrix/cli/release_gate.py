@@ -59,8 +59,8 @@ class GateError(SkewmatrixError):
     """The gate's input cannot be used."""
 
 
-def candidate_build(source: str, workdir: Path) -> tuple[dict[str, str], str | None]:
-    """The matrix entry for the candidate, and its core metadata when readable now."""
+def candidate_build(source: str, workdir: Path, flag: str = "--unsloth") -> tuple[dict[str, str], str | None]:
+    """The matrix entry for the candidate (given with ``flag``), and its core metadata when readable now."""
     m = GIT_RE.match(source)
     if m:
         return {"source": "git", "url": m.group("url"), "ref": m.group("ref")}, None
@@ -78,7 +78,7 @@ def candidate_build(source: str, workdir: Path) -> tuple[dict[str, str], str | N
     try:
         Version(source)
     except InvalidVersion:
-        raise GateError(f"--unsloth {source!r}: not a version, an existing path, or git+URL@REF") from None
+        raise GateError(f"{flag} {source!r}: not a version, an existing path, or git+URL@REF") from None
     return {"source": "pypi", "version": source}, None
 
 

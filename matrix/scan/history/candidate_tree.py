@@ -178,7 +178,8 @@ def structural_tree_gate(path: Path, log: Callable[[str], Any] = print, upto: st
     return bool(got["bad"])
 
 
-def candidate_path(candidate: dict[str, str], workdir: Path, log: Callable[[str], Any] = print) -> Path | None:
+def candidate_path(candidate: dict[str, str], workdir: Path, log: Callable[[str], Any] = print,
+                   package: str = "unsloth") -> Path | None:
     """The tree or wheel to read for a gate candidate that is not a PyPI release: a path candidate's copy
     under ``workdir``, or a git candidate's checkout (fetched into ``workdir/structural``); None when the
     checkout fails (the cell's own build then says why)."""
@@ -187,7 +188,7 @@ def candidate_path(candidate: dict[str, str], workdir: Path, log: Callable[[str]
     from matrix.errors import BuildError
     from matrix.sources import GitSource
 
-    src = GitSource(package="unsloth", base_dir=Path.cwd(), url=candidate["url"], ref=candidate["ref"])
+    src = GitSource(package=package, base_dir=Path.cwd(), url=candidate["url"], ref=candidate["ref"])
     shutil.rmtree(workdir / "structural", ignore_errors=True)
     try:
         made = src.materialize_tree(workdir / "structural")
