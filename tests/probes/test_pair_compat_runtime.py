@@ -121,3 +121,33 @@ def test_the_check_speaks_its_own_words_and_a_degraded_pair_warns() -> None:
     [line] = outcome.lines()
     assert line.startswith("pair-compat: degraded (WARN: passes the gate; degraded: missing `x` (save / GGUF")
     assert line.endswith(": 2 cells: a, b") and "strict" not in line
+
+
+def test_a_pair_that_imports_and_breaks_at_model_load_is_incompatible_not_inconsistent() -> None:
+    s = own("vulnerable", "incompatible", "ok", "model-load")
+    v = classify(s, {})
+    assert (v.zoo.value, v.guard.value, v.word) == ("vulnerable", "missing", "incompatible (breaks at model load)")
+    assert v.guard_reason.startswith("the pair imports, but the first model load fails")
+    # an import break the import contradicts stays inconsistent
+    assert classify(own("vulnerable", "incompatible", "ok", "import"), {}).zoo.value == "inconsistent"
+
+
+def test_a_keyerror_on_a_key_the_reading_found_missing_is_the_skew() -> None:
+    s = own("vulnerable", "incompatible", "environment", "import")
+    s["static"]["missing"] = [{"name": "unsloth_zoo.rl_replacements.RL_REPLACEMENTS['grpo_compute_loss_slow']",
+                               "key": "grpo_compute_loss_slow", "breaks": "import"}]
+    s["steps"][0]["result"]["chain"] = [err("KeyError", "'grpo_compute_loss_slow'")]
+    v = classify(s, {})
+    assert (v.zoo.value, v.guard.value) == ("vulnerable", "missing") and not v.runtime.startswith("n/a")
+    s["steps"][0]["result"]["chain"] = [err("KeyError", "'another_key'")]  # a KeyError the reading did not predict
+    assert classify(s, {}).runtime.startswith("n/a")
+
+
+def test_history_confirmation_agrees_with_a_model_load_break_when_the_import_succeeds() -> None:
+    from matrix.scan.history.history_confirm import Outcome, merge
+
+    ok = Outcome("imports", "import unsloth succeeded", 1.0)
+    load = merge({"verdict": "incompatible", "breaks_at": "model-load"}, ok, "boundary")
+    assert load["confirmed_by"] == "runtime" and load["verdict"] == "incompatible"
+    at_import = merge({"verdict": "incompatible", "breaks_at": "import"}, ok, "boundary")
+    assert at_import["confirmed_by"] == "inconsistent"

@@ -122,7 +122,9 @@ def merge(pair: dict[str, Any], rt: Outcome, why: str) -> dict[str, Any]:
         return {**out, "confirmed_by": "static-only"}
     if static == "unknown":
         return {**out, "confirmed_by": by, "verdict": "incompatible" if rt.outcome == "skew" else static}
-    agrees = (rt.outcome == "skew") == (static == "incompatible")
+    # a pair that breaks at model load imports, as the reading says: its import agrees, the load is static
+    at_import = static == "incompatible" and pair.get("breaks_at", "import") != "model-load"
+    agrees = (rt.outcome == "skew") == at_import
     if agrees:
         return {**out, "confirmed_by": by}
     return {**out, "confirmed_by": "inconsistent", "verdict": "inconsistent",

@@ -45,7 +45,7 @@ def static() -> dict[str, Any]:
     state = {"incompatible": "vulnerable", "compatible": "fixed", "degraded": "fixed"}.get(result["verdict"],
                                                                                           "unknown")
     return {"verdict": state, "reason": summary(result), "pair": result["verdict"],
-            "missing": result["missing"][:20], "unknown": result["unknown"][:20]}
+            "breaks_at": result.get("breaks_at"), "missing": result["missing"][:20], "unknown": result["unknown"][:20]}
 
 
 def classify_chain(chain: list[dict[str, Any]]) -> tuple[str, str]:

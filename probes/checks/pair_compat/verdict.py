@@ -42,6 +42,9 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     s = step(check, "runtime")
     result = (s or {}).get("result") or {}
     cls = result.get("class") if s and s.get("status") == "ok" else None
+    if cls == "environment" and missing_key_raised(st, result):
+        cls = "skew"  # a KeyError on a zoo dict the reading found without that key: the skew itself
+        result = {**result, "reason": f"KeyError on a zoo dict: {result.get('reason')}"}
     na = f"n/a: {result.get('reason') or step_reason(s, 'runtime')}"
     runtime = {"ok": "fixed", "skew": "vulnerable"}.get(cls or "", na)
     why = st.get("reason", "")
@@ -56,6 +59,9 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     if static == "absent":
         return out(ZooState.ABSENT, why, GuardState.ERROR, f"cannot read the pair: {why}")
     if cls == "ok":
+        if static == "vulnerable" and breaks_at == "model-load":  # it imports, as the reading says; then breaks
+            return out(ZooState.VULNERABLE, f"import unsloth succeeded; static: {why}", GuardState.MISSING,
+                       f"the pair imports, but the first model load fails: {why}")
         if static == "vulnerable":
             return out(ZooState.INCONSISTENT, f"static: {why}; but import unsloth succeeded", GuardState.ERROR,
                        "the static reading says incompatible, yet import unsloth succeeded (investigate)")
@@ -89,3 +95,10 @@ def own_word(guard: GuardState, warn: str, breaks_at: str | None = None) -> str:
     if guard is GuardState.ERROR:
         return "unknown"
     return "degraded" if warn else "compatible"
+
+
+def missing_key_raised(st: dict[str, Any], result: dict[str, Any]) -> bool:
+    """The import failed on a ``KeyError`` whose key the static reading found missing from a zoo dict (a
+    ``KeyError`` names no module, so the chain alone cannot call it a skew)."""
+    keys = {repr(m["key"]) for m in st.get("missing") or [] if isinstance(m, dict) and m.get("key")}
+    return any(e.get("type") == "KeyError" and e.get("message") in keys for e in result.get("chain") or [])
