@@ -13,7 +13,8 @@ import ast
 
 from .analysis import Analysis
 from .forward import locate, module_name
-from .syntax import LIBRARIES, param_names
+from .syntax import param_names
+from .tamper import forward_decorator, tampering
 from .values import (
     CE_PATH,
     CLASS_NAME,
@@ -69,12 +70,10 @@ def _judge(an: Analysis, fwd: Func, file: str | None) -> StaticVerdict:
 def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fline: int | None,
             where_fwd: str, callers: list[str]) -> StaticVerdict:
     entry = an.entry.file
-    for dec in fwd.node.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        val = an.ev_global(fwd.mod, target)
-        if not val or not all(kind(e) == "X" and e[1].split(".")[0] in LIBRARIES for e in val):
-            return StaticVerdict("unknown", f"{CLASS_NAME}.forward{where_fwd} is wrapped by @{ast.unparse(target)}, "
-                                 "which the reading does not follow", file, fline)
+    dec = forward_decorator(an, fwd)
+    if dec is not None:
+        return StaticVerdict("unknown", f"{CLASS_NAME}.forward{where_fwd} is wrapped by {dec}, which the reading "
+                             "does not follow", file, fline)
     try:
         an.run_func(fwd, bound, fwd.node.lineno)
     except (Unreadable, RecursionError) as exc:
@@ -157,6 +156,10 @@ def analyze_source(text: str, file: str | None = None, *,
         for fwd in located.forwards:
             an.reset()
             verdicts.append(_judge(an, fwd, file))
+        swapped = tampering(an, located.classes)
+        if swapped is not None:
+            return StaticVerdict("unknown", f"{CLASS_NAME}.forward may be replaced after its definition ({swapped}); "
+                                 "the forward that runs is not the one read", file, verdicts[0].forward_line)
     except (Unreadable, RecursionError) as exc:
         return StaticVerdict("unknown", f"cannot read {CLASS_NAME}.forward: {exc or 'too deeply nested'}", file)
     except Exception as exc:  # a release the reading trips on is a finding (unknown), not a failed scan
