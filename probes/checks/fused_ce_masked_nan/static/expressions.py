@@ -15,11 +15,9 @@ from .syntax import const_truth, dump, num
 from .values import (
     COUNT_KINDS,
     MASK,
-    NEG,
+    NONE,
     OTHER,
-    POS_NUM,
     SEL,
-    ZERO,
     ClassInfo,
     Frame,
     Func,
@@ -27,6 +25,7 @@ from .values import (
     countish,
     join,
     kind,
+    number,
 )
 
 
@@ -66,8 +65,10 @@ class Expressions:
         if isinstance(node, ast.Constant):
             n = num(node)
             if n is None:
-                return OTHER
-            return POS_NUM if n > 0 else (ZERO if n == 0 else NEG)
+                if node.value is None:
+                    return NONE
+                return frozenset({("T", node.value)}) if isinstance(node.value, str) else OTHER
+            return number(n)
         if isinstance(node, ast.Name):
             return self.lookup(fr, node.id)
         if isinstance(node, ast.Attribute):
@@ -86,7 +87,7 @@ class Expressions:
         if isinstance(node, ast.UnaryOp):
             n = num(node)
             if n is not None:
-                return POS_NUM if n > 0 else (ZERO if n == 0 else NEG)
+                return number(n)
             v = self.ev(fr, node.operand)
             if isinstance(node.op, ast.Not):
                 return OTHER

@@ -13,7 +13,7 @@ import ast
 from typing import Any
 
 from .syntax import COUNTERS, dump, mentions_name, num, strip
-from .values import COUNT_KINDS, EMPTY, Frame, State, Val, countish, kind, positive
+from .values import COUNT_KINDS, EMPTY, NONE, Frame, State, Val, countish, kind, positive
 
 _FLIP = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
@@ -146,8 +146,18 @@ class Guards:
         if floors and all(f and all(kind(e) in ("Z", "N", "C") for e in f) for f in floors):
             return subject
         if countish(subject):
+            if any(kind(e) == "F" for f in floors for e in f):
+                return frozenset({("U", f"line {line}: {what} with a floor below 1, which is 0 in an integer "
+                                        "count's dtype, after int(), or (1e-8) in fp16")})
             return frozenset({("U", f"line {line}: {what} with a floor the reading cannot prove positive")})
         return subject
+
+    def capped(self, fr: Frame, out: Val, cap: Val | None, line: int, what: str) -> Val:
+        """``out`` after a clamp's ``max`` as well: a cap that is not provably at least 1 may bring it to 0
+        (``clamp(min=1, max=0)`` is 0 everywhere)."""
+        if cap is None or cap == NONE or positive(cap) or not countish(out):
+            return out
+        return frozenset({("U", f"line {line}: {what} with a max the reading cannot prove at least 1")})
 
     def mutated(self, fr: Frame, recv_node: ast.AST, recv: Val, line: int, m: str) -> Val:
         """An in-place method on a value: facts about the name lapse; a count so changed is no longer judged."""

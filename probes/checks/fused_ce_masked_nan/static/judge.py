@@ -110,6 +110,9 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
                                  file, fline, evidence)
     for d in an.divisions:
         opaque = [e[1] for e in d.divisor if kind(e) == "U"]
+        if any(kind(e) == "F" for e in d.divisor):
+            opaque.append("the divisor may be a constant below 1, which is 0 in an integer count's dtype, after "
+                          "int(), or (1e-8) in fp16")
         if opaque:
             return StaticVerdict("unknown", f"the division at {_where(d.file, d.line, entry)} in {d.where}: "
                                  f"{sorted(opaque)[0]}", file, fline, d.line if d.file == entry else None)

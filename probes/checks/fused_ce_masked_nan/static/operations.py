@@ -24,7 +24,7 @@ from .syntax import (
     TMAXES,
     WRAPPERS,
 )
-from .values import MASK, OTHER, POS_NUM, POS_TENSOR, ZERO, Frame, Func, Val, countish, join, kind, positive
+from .values import MASK, NONE, OTHER, POS_NUM, POS_TENSOR, ZERO, Frame, Func, Val, countish, join, kind, positive
 
 
 class Operations:
@@ -48,8 +48,9 @@ class Operations:
             return recv
         if m in CLAMPS:
             floor = pos[0] if pos else kws.get("min")
-            floors = [floor] if floor is not None else [ZERO]
+            floors = [floor] if floor is not None and floor != NONE else [ZERO]
             out = self.floored(fr, recv, floors, line, f".{m}()")
+            out = self.capped(fr, out, pos[1] if len(pos) > 1 else kws.get("max"), line, f".{m}()")
             if m.endswith("_") and isinstance(recv_node, ast.Name):
                 self.forget(fr, recv_node.id)
                 fr.state.vars[recv_node.id] = out
@@ -144,7 +145,9 @@ class Operations:
             return MASK
         if fname in CLAMPS:
             floor = pos[1] if len(pos) > 1 else kws.get("min")
-            return self.floored(fr, first, [floor] if floor is not None else [ZERO], line, f"{fname}()")
+            out = self.floored(fr, first, [floor] if floor is not None and floor != NONE else [ZERO], line,
+                               f"{fname}()")
+            return self.capped(fr, out, pos[2] if len(pos) > 2 else kws.get("max"), line, f"{fname}()")
         if fname in ("max", *TMAXES) and root == "torch" and (len(pos) >= 2 or "other" in kws):
             other = pos[1] if len(pos) > 1 else kws["other"]
             if positive(first, tensor_only=True):

@@ -41,7 +41,9 @@ class StaticVerdict:
 #   ("C", file, line, name)  the caller's count: forward parameter ``name`` (``n_items``), which may be 0
 #   ("G", file, line, how)   a count after a recognised zero guard at file:line
 #   ("U", reason)            a count that went through something the reading cannot judge
-# Other facts: ("K", "num"|"tensor"|"any") positive; ("Z",) zero; ("N",) negative; ("O",) anything else; ("B",) a
+# Other facts: ("K", "num"|"tensor"|"any") positive (a constant at least 1); ("F",) a constant in (0, 1), which is
+# 0 after int() or in an integer count's dtype, and 1e-8 is 0 in fp16; ("Z",) zero; ("N",) negative; ("None",) None;
+# ("T", text) a string constant; ("O",) anything else (None included); ("B",) a
 # comparison mask; ("S",) a masked selection; ("P", name) a forward parameter; ("M", dotted) a module
 # of the distribution; ("X", dotted) something from another distribution; ("R", reason) a name that
 # cannot be resolved; Func and ClassInfo objects.
@@ -54,6 +56,8 @@ MASK: Val = frozenset({("B",)})
 SEL: Val = frozenset({("S",)})
 POS_NUM: Val = frozenset({("K", "num")})
 POS_TENSOR: Val = frozenset({("K", "tensor")})
+FRAC: Val = frozenset({("F",)})
+NONE: Val = frozenset({("None",)})
 EMPTY: Val = frozenset()
 COUNT_KINDS = {"C", "G", "U"}
 
@@ -75,6 +79,13 @@ def join(*vals: Val) -> Val:
     for v in vals:
         out |= v
     return frozenset(out)
+
+
+def number(n: float) -> Val:
+    """A numeric constant: positive only from 1 up (a fraction is a floor some dtype or ``int()`` makes 0)."""
+    if n >= 1:
+        return POS_NUM
+    return FRAC if n > 0 else (ZERO if n == 0 else NEG)
 
 
 def positive(v: Val, *, tensor_only: bool = False) -> bool:
