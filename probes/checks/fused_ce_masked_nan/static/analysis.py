@@ -52,6 +52,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.param_cache: dict[str, Val] = {}
         self.forward_order: list[str] = []
         self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
+        self.declarations: dict[tuple[int, type], set[str]] = {}  # global / nonlocal names per scope node
         self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
         # Forward parameters that stand in for the label count (the caller's ``n_items``): found by the first
         # reading of a forward, bound as counts by the second (``judge.py``).

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from .syntax import const_truth, dump, num
+from .syntax import const_truth, declared_in_nested, dump, num
 from .values import (
     COUNT_KINDS,
     MASK,
@@ -33,6 +33,29 @@ class Expressions:
     """Part of ``Analysis`` (``analysis.py``): the value of an expression."""
 
     def lookup(self, fr: Frame, name: str) -> Val:
+        v = self._lookup(fr, name)
+        why = self.volatile(fr, name)
+        return join(v, frozenset({("U", why)})) if why else v
+
+    def volatile(self, fr: Frame, name: str) -> str | None:
+        """Why ``name`` may change behind the reading's back: another function rebinds it through ``global`` or
+        ``nonlocal`` (any call may run it), so no guard on it holds at a later read."""
+        if name in self.declared(fr.mod.tree, ast.Global):
+            return f"{name} is rebound through `global` in {fr.mod.name}, so a guard on it may not hold here"
+        scope = fr
+        while scope is not None:
+            if scope.func is not None and name in self.declared(scope.func.node, ast.Nonlocal):
+                return f"{name} is rebound through `nonlocal` in a nested function, so a guard on it may not hold here"
+            scope = scope.func.closure if scope.func is not None else None
+        return None
+
+    def declared(self, node: ast.AST, decl: type[ast.Global] | type[ast.Nonlocal]) -> set[str]:
+        key = (id(node), decl)
+        if key not in self.declarations:
+            self.declarations[key] = declared_in_nested(node, decl)
+        return self.declarations[key]
+
+    def _lookup(self, fr: Frame, name: str) -> Val:
         if name in fr.state.vars:
             return fr.state.vars[name]
         if fr.func is not None and name in fr.local_names:
@@ -170,6 +193,9 @@ class Expressions:
                     sub = f"{e[1]}.{node.attr}"
                     v = frozenset({("M", sub)}) if self.load(sub) is not None else frozenset(
                         {("R", f"{sub} cannot be read")})
+                elif m is not None and node.attr in self.declared(m.tree, ast.Global):
+                    v = join(v, frozenset({("U", f"{e[1]}.{node.attr} is rebound through `global`, so a guard on "
+                                                 "it may not hold here")}))
                 out |= v
             elif k == "X":
                 out.add(("X", f"{e[1]}.{node.attr}"))

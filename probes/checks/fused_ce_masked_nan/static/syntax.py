@@ -147,3 +147,8 @@ def names_class(scope: ast.AST) -> bool:
         if (isinstance(n, ast.Name) and n.id == CLASS_NAME) or (isinstance(n, ast.Attribute) and n.attr == CLASS_NAME):
             return True
     return False
+
+
+def declared_in_nested(node: ast.AST, decl: type[ast.Global] | type[ast.Nonlocal]) -> set[str]:
+    """Names a ``global`` / ``nonlocal`` statement declares anywhere inside ``node`` (nested scopes included)."""
+    return {name for n in ast.walk(node) if isinstance(n, decl) for name in n.names}
