@@ -35,8 +35,10 @@ class Calls:
                 out = self.nonzero(fr, recv, line, "masked_fill of zero")
             else:
                 out = join(recv, fill) if countish(recv) else OTHER
-            if name.endswith("_") and isinstance(f.value, ast.Name):
-                fr.state.vars[f.value.id] = out
+            if name.endswith("_"):
+                self.clobber(fr)
+                if isinstance(f.value, ast.Name):
+                    fr.state.vars[f.value.id] = out
             return out
 
         if isinstance(f, ast.Attribute):
@@ -85,11 +87,9 @@ class Calls:
     def invoke(self, fr: Frame, node: ast.Call, callee: Val) -> Val:
         pos, kws, spread = self.args_of(fr, node)
         if not all(kind(e) == "X" for e in callee):
-            # Code of ours may change its arguments in place: expression facts about them lapse.
-            for a in [*node.args, *(k.value for k in node.keywords)]:
-                inner = a.value if isinstance(a, ast.Starred) else a
-                if isinstance(inner, ast.Name):
-                    self.forget(fr, inner.id)
+            # Code of ours may change its arguments, a closure's tensors or a view of them in place: every
+            # expression fact lapses (``Guards.clobber``).
+            self.clobber(fr)
         results: list[Val] = []
         for e in callee or OTHER:
             results.append(self.invoke_one(fr, node, e, pos, kws, spread))

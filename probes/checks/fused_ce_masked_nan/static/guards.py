@@ -161,8 +161,7 @@ class Guards:
 
     def mutated(self, fr: Frame, recv_node: ast.AST, recv: Val, line: int, m: str) -> Val:
         """An in-place method on a value: facts about the name lapse; a count so changed is no longer judged."""
-        if isinstance(recv_node, ast.Name):
-            self.forget(fr, recv_node.id)
+        self.clobber(fr)
         counts = {e for e in recv if kind(e) in COUNT_KINDS}
         self.poisoned |= counts
         if not counts:
@@ -171,6 +170,14 @@ class Guards:
         if isinstance(recv_node, ast.Name):
             fr.state.vars[recv_node.id] = out
         return out
+
+    @staticmethod
+    def clobber(fr: Frame) -> None:
+        """Something was changed in place (a tensor, or code of ours that may change any): every expression fact
+        and definition lapses. Views alias their base (``v = labels.view(-1); v[:] = -100`` re-masks ``labels``),
+        and the reading does not track which names share storage, so none of them is trusted any more."""
+        fr.state.facts = frozenset()
+        fr.state.defs = {}
 
     def forget(self, fr: Frame, name: str) -> None:
         """Drop the expression facts and definitions that mention ``name`` (it was rebound or mutated)."""

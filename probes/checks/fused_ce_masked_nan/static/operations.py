@@ -16,6 +16,7 @@ from .syntax import (
     CLAMPS,
     COUNTERS,
     DIVIDES,
+    INPLACE_DUNDERS,
     INSPECT,
     LIBRARIES,
     MASKERS,
@@ -23,6 +24,7 @@ from .syntax import (
     RECIPROCALS,
     TMAXES,
     WRAPPERS,
+    strip_starred,
 )
 from .values import MASK, NONE, OTHER, POS_NUM, POS_TENSOR, ZERO, Frame, Func, Val, countish, join, kind, positive
 
@@ -51,9 +53,10 @@ class Operations:
             floors = [floor] if floor is not None and floor != NONE else [ZERO]
             out = self.floored(fr, recv, floors, line, f".{m}()")
             out = self.capped(fr, out, pos[1] if len(pos) > 1 else kws.get("max"), line, f".{m}()")
-            if m.endswith("_") and isinstance(recv_node, ast.Name):
-                self.forget(fr, recv_node.id)
-                fr.state.vars[recv_node.id] = out
+            if m.endswith("_"):
+                self.clobber(fr)
+                if isinstance(recv_node, ast.Name):
+                    fr.state.vars[recv_node.id] = out
             return out
         if m in ("max", "maximum", "fmax") and (pos or "other" in kws):
             other = pos[0] if pos else kws["other"]
@@ -72,11 +75,13 @@ class Operations:
         if m in ("new_zeros",):
             return ZERO
         if m in ("new_tensor", "new_full", "fill_"):
+            if m == "fill_":
+                recv = self.mutated(fr, recv_node, recv, line, m)
             v = pos[-1] if pos else OTHER
             return v if not countish(recv) else join(recv, v)
         if m in INSPECT:
             return OTHER
-        if m.endswith("_") and not m.startswith("_"):
+        if (m.endswith("_") and not m.startswith("_")) or m in INPLACE_DUNDERS:
             # In-place tensor arithmetic (x.add_(count)): the receiver now carries the argument.
             out = self.mutated(fr, recv_node, recv, line, m)
             if any(countish(v) for v in [*pos, *kws.values()]):
@@ -100,6 +105,14 @@ class Operations:
         fname = path.rsplit(".", 1)[-1]
         allv = [*pos, *kws.values(), *spread]
         first = pos[0] if pos else OTHER
+        inplace = (fname.endswith("_") and not fname.startswith("_")) or fname in INPLACE_DUNDERS
+        flagged = any(k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                      for k in node.keywords)
+        if (inplace and node.args) or "out" in kws or flagged:
+            # ``torch.Tensor.zero_(d)``, ``torch.ne(a, b, out=labels)``, ``F.dropout(x, inplace=True)``.
+            target = strip_starred(node.args[0]) if (inplace or flagged) and node.args else next(
+                (k.value for k in node.keywords if k.arg == "out"), node)
+            self.mutated(fr, target, self.ev(fr, target) if target is not node else OTHER, line, fname)
         if root not in LIBRARIES:
             self.escape(fr, line, f"{path}() from another distribution", allv)
             if any(countish(v) for v in allv):

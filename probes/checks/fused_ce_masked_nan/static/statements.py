@@ -43,8 +43,7 @@ class Statements:
                     self.assign(fr, t.value if isinstance(t, ast.Starred) else t, value, None)
         elif isinstance(target, ast.Attribute):
             self.ev(fr, target.value)
-            if isinstance(target.value, ast.Name):
-                self.forget(fr, target.value.id)
+            self.clobber(fr)
             self.escape(fr, target.lineno, f"stored as attribute .{target.attr}", [value])
         elif isinstance(target, ast.Subscript):
             self.ev(fr, target.slice)
@@ -57,7 +56,7 @@ class Statements:
                 proven, _ = nonzero_subjects(target.slice, False)
                 if base is target.value and positive(value) and any(dump(p) == dump(base) for p in proven):
                     # ``d[d == 0] = 1``: the zeros are replaced by a positive value, in place.
-                    self.forget(fr, base.id)
+                    self.clobber(fr)
                     st.vars[base.id] = self.nonzero(fr, current, target.lineno, "masked assignment of zero")
                     return
                 self.mutated(fr, base, current, target.lineno, "__setitem__")
@@ -65,6 +64,7 @@ class Statements:
                     st.vars[base.id] = join(st.vars.get(base.id, EMPTY), value)
             else:
                 self.ev(fr, base)
+                self.clobber(fr)  # ``labels.view(-1)[:] = x`` writes through a view
         elif isinstance(target, ast.Starred):
             self.assign(fr, target.value, value, None)
 
@@ -87,6 +87,7 @@ class Statements:
             as_load = ast.fix_missing_locations(ast.copy_location(
                 _load_copy(s.target), s.target))
             v = self.binop(fr, s.op, as_load, s.value, s.lineno)
+            self.clobber(fr)  # ``t -= x`` on a tensor changes it in place, and every view of its storage
             self.assign(fr, s.target, v, None)
             return True
         if isinstance(s, ast.Expr):

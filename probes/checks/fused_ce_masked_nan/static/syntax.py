@@ -37,6 +37,12 @@ WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "checkpoint"
 LIBRARIES = {"torch", "math", "numpy", "functools", "builtins", "operator", "typing", "os", "sys", "logging",
              "warnings", "inspect", "itertools", "contextlib", "dataclasses", "triton"}
 BUILTIN_NAMES = set(dir(builtins))
+INPLACE_DUNDERS = {"__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+                   "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
+
+
+def strip_starred(node: ast.AST) -> ast.AST:
+    return node.value if isinstance(node, ast.Starred) else node
 
 
 def num(node: ast.AST) -> float | None:
