@@ -122,6 +122,9 @@ class ModuleResolution:
                         return v
                 elif self.same_dist(star):
                     return frozenset({("R", f"{name} may come from 'from {star} import *', which cannot be read")})
+                elif name in BUILTIN_NAMES:
+                    return frozenset({("R", f"{name} may come from 'from {star} import *' (another distribution), "
+                                            "which may shadow the builtin")})
             if name in BUILTIN_NAMES:
                 return frozenset({("X", f"builtins.{name}")})
             return None

@@ -22,11 +22,27 @@ from .syntax import (
     MASKERS,
     PRESERVE,
     RECIPROCALS,
+    REFLECTIVE,
     TMAXES,
     WRAPPERS,
     strip_starred,
 )
-from .values import MASK, NONE, OTHER, POS_NUM, POS_TENSOR, ZERO, Frame, Func, Val, countish, join, kind, positive
+from .values import (
+    MASK,
+    NONE,
+    OTHER,
+    POS_NUM,
+    POS_TENSOR,
+    ZERO,
+    Frame,
+    Func,
+    Unreadable,
+    Val,
+    countish,
+    join,
+    kind,
+    positive,
+)
 
 
 class Operations:
@@ -113,6 +129,8 @@ class Operations:
             target = strip_starred(node.args[0]) if (inplace or flagged) and node.args else next(
                 (k.value for k in node.keywords if k.arg == "out"), node)
             self.mutated(fr, target, self.ev(fr, target) if target is not node else OTHER, line, fname)
+        if root == "builtins" and fname in REFLECTIVE and not self.muted:
+            raise Unreadable(f"line {line}: {fname}() is reflective code the reading does not model")
         if root not in LIBRARIES:
             self.escape(fr, line, f"{path}() from another distribution", allv)
             if any(countish(v) for v in allv):

@@ -70,6 +70,10 @@ class Statements:
 
     def exec_stmt(self, fr: Frame, s: ast.stmt) -> bool:
         self.tick()
+        if fr.tries:  # an exception raised from here on lands in the handler with this state
+            snapshot = fr.state.copy()
+            for points in fr.tries:
+                points.append(snapshot)
         if isinstance(s, ast.Assign):
             if len(s.targets) == 1 and isinstance(s.targets[0], (ast.Tuple, ast.List)) and \
                     isinstance(s.value, (ast.Tuple, ast.List)):
@@ -111,11 +115,29 @@ class Statements:
         if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
             return self.try_(fr, s)  # type: ignore[arg-type]
         if isinstance(s, (ast.With, ast.AsyncWith)):
+            swallows = False
             for item in s.items:
                 v = self.ev(fr, item.context_expr)
+                # torch's contexts (no_grad, autocast, device) never swallow an exception; any other context
+                # manager may (``contextlib.suppress``, a ``@contextmanager`` with try/except around its yield).
+                ctx = item.context_expr
+                maker = self.ev(fr, ctx.func) if isinstance(ctx, ast.Call) else v
+                swallows |= not (maker and all(kind(e) == "X" and e[1].split(".")[0] == "torch" for e in maker))
                 if item.optional_vars is not None:
                     self.assign(fr, item.optional_vars, OTHER if not countish(v) else v, None)
-            return self.exec_block(fr, s.body)
+            if not swallows:
+                return self.exec_block(fr, s.body)
+            points: list[State] = []
+            fr.tries.append(points)
+            try:
+                falls = self.exec_block(fr, s.body)
+            finally:
+                fr.tries.pop()
+            joined = join_states([fr.state if falls else None, *points])
+            if joined is None:
+                return False
+            fr.state = joined
+            return True
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             fr.state.vars[s.name] = frozenset({Func(s, fr.mod, closure=fr)})
             return True
@@ -239,11 +261,16 @@ class Statements:
 
     def try_(self, fr: Frame, s: ast.Try) -> bool:
         pre = fr.state.copy()
-        body_falls = self.exec_block(fr, s.body)
+        points: list[State] = []  # the state before each statement of the body: where an exception may leave it
+        fr.tries.append(points)
+        try:
+            body_falls = self.exec_block(fr, s.body)
+        finally:
+            fr.tries.pop()
         after_body = fr.state if body_falls else None
         ends: list[State | None] = []
         for h in s.handlers:
-            fr.state = join_states([pre, after_body]) or pre.copy()
+            fr.state = join_states([pre, *points, after_body]) or pre.copy()
             if h.type is not None:
                 self.ev(fr, h.type)
             if h.name:

@@ -37,6 +37,7 @@ WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "checkpoint"
 LIBRARIES = {"torch", "math", "numpy", "functools", "builtins", "operator", "typing", "os", "sys", "logging",
              "warnings", "inspect", "itertools", "contextlib", "dataclasses", "triton"}
 BUILTIN_NAMES = set(dir(builtins))
+REFLECTIVE = {"exec", "eval", "globals", "locals", "vars", "__import__"}  # builtins that reach any name
 INPLACE_DUNDERS = {"__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
                    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
 

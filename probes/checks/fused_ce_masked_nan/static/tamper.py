@@ -119,7 +119,8 @@ def forward_decorator(an: object, fwd: Func) -> str | None:
         name = ast.unparse(target).rsplit(".", 1)[-1]
         if not val or name not in SAFE_DECORATORS or not all(
                 kind(e) == "X" and e[1].split(".")[0] in LIBRARIES for e in val):
-            return f"@{ast.unparse(target)}"
+            unresolved = sorted(e[1] for e in val if kind(e) == "R")
+            return f"@{ast.unparse(target)}" + (f" ({unresolved[0]})" if unresolved else "")
     return None
 
 

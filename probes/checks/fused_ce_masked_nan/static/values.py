@@ -171,6 +171,7 @@ class Frame:
     label: str
     returns: list[Val] = field(default_factory=list)
     loops: list[tuple[list[State], list[State]]] = field(default_factory=list)  # (breaks, continues)
+    tries: list[list[State]] = field(default_factory=list)  # states where an enclosing handler may take over
     class_scope: dict[str, Val] | None = None
 
 
