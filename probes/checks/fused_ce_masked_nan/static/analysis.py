@@ -82,18 +82,38 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
             self.sources.append((fr.mod.file, line))
         return frozenset({("C", fr.mod.file, line)})
 
-    def division(self, fr: Frame, line: int, divisor: Val) -> None:
+    def division(self, fr: Frame, line: int, divisor: Val, note: str = "") -> None:
         if self.muted:
             return
         params = {e[1] for e in divisor if kind(e) == "P"}
         self.param_divisors |= params
         if countish(divisor):
-            self.divisions.append(Division(fr.mod.file, line, fr.label, divisor))
+            self.divisions.append(Division(fr.mod.file, line, fr.label, divisor, note))
             # A forward parameter divided by in place of the count: joined with it into one divisor
             # (``n_items if n_items is not None else count``), or divided by itself somewhere and known
             # None where the count is divided (``if n_items is None: x / count`` ... ``x / n_items``).
             self.alternatives |= params
             self.none_divided |= {n for frame, names in self.none_sides if frame is fr for n in names}
+
+    def mean_route(self, fr: Frame, line: int, what: str, reduction: Val | None, labels: ast.AST | None) -> None:
+        """A stock mean (``cross_entropy`` / ``nll_loss`` / their modules with ``reduction="mean"``, the default,
+        or ``.mean()`` of a masked selection) divides by the number of unmasked labels: a division by a new label
+        count, unguarded, unless the reduction is provably ``"sum"`` or ``"none"``."""
+        texts = {e[1] for e in reduction if kind(e) == "T"} if reduction is not None else {"mean"}
+        if reduction is not None and texts <= {"sum", "none"} and all(kind(e) == "T" for e in reduction):
+            return
+        count = self.new_count(fr, line)
+        root = labels
+        while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        if "mean" not in texts or not all(kind(e) == "T" for e in reduction or ()):
+            count = frozenset({("U", f"line {line}: {what} with a reduction the reading cannot resolve (the "
+                                     "default is the mean, NaN on an all-masked batch)")})
+        elif isinstance(root, ast.Name) and any(f"id='{root.id}'" in f for f in fr.state.facts):
+            count = frozenset({("U", f"line {line}: {what} takes the stock mean after a zero test on the labels, "
+                                     "which the reading does not match to the mean's own count")})
+        self.division(fr, line, count, f"the stock mean of {what} at line {line} in {fr.label} divides by the "
+                                       "number of unmasked labels")
 
     def caller_counts(self) -> set[str]:
         """The forward parameters the first reading found standing in for the label count."""

@@ -236,6 +236,8 @@ class Expressions:
     def conditional(self, fr: Frame, test: ast.AST, body: ast.AST, orelse: ast.AST) -> Val:
         """``body if test else orelse`` and ``torch.where(test, body, orelse)``."""
         truth = const_truth(test)
+        if truth is None:
+            truth = self.none_truth(fr, test)
         if truth is not None:
             return self.ev(fr, body if truth else orelse)
         self.ev(fr, test)

@@ -13,7 +13,7 @@ import ast
 from typing import Any
 
 from .syntax import COUNTERS, dump, mentions_name, num, strip
-from .values import COUNT_KINDS, EMPTY, NONE, Frame, State, Val, countish, kind, positive
+from .values import COUNT_KINDS, EMPTY, NONE, Frame, State, Val, countish, kind, maybe_none, positive
 
 _FLIP = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
@@ -74,6 +74,23 @@ def none_tested(test: ast.AST, truth: bool) -> list[str]:
     return []
 
 
+def given_tested(test: ast.AST, truth: bool) -> list[str]:
+    """Names known not None where ``test`` is ``truth`` (the mirror of ``none_tested``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return given_tested(test.operand, not truth)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) == truth:
+            return [n for v in test.values for n in given_tested(v, truth)]
+        return []
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        left, right = test.left, test.comparators[0]
+        if isinstance(left, ast.Constant) and left.value is None:
+            left, right = right, left
+        if isinstance(left, ast.Name) and isinstance(right, ast.Constant) and right.value is None:
+            return [left.id] if isinstance(test.ops[0], ast.IsNot) == truth else []
+    return []
+
+
 def _compare_zero(subject: ast.AST, op: ast.cmpop, c: float, truth: bool) -> tuple[list[ast.AST], list[ast.AST]]:
     """``subject <op> c`` (constant on the right) is ``truth``: is ``subject`` then known nonzero?"""
     nonzero_when_true = (isinstance(op, ast.NotEq) and c == 0) or (isinstance(op, ast.Gt) and c >= 0) or (
@@ -115,7 +132,22 @@ class Guards:
                     st.vars[n] = self.nonzero(fr, st.vars[n], line, how)
         self.weaken(st, partial, f"line {line}: a zero test on it is combined with other conditions, so the "
                                  "branch does not prove the divisor nonzero")
+        for n in given_tested(test, truth):
+            if n in st.vars and st.vars[n] >= NONE and st.vars[n] != NONE:
+                st.vars[n] = st.vars[n] - NONE
         return st
+
+    def none_truth(self, fr: Frame, test: ast.AST) -> bool | None:
+        """``x is None`` / ``x is not None`` decided by what ``x`` may hold: a count, a guarded count, a constant
+        or a string is never None, so the other side of the test is not a path (``reduction = "sum" if n is not
+        None else "mean"`` with ``n`` the forward's tensor divisor never takes the mean)."""
+        if not isinstance(test, (ast.Compare, ast.UnaryOp)):
+            return None
+        none_if_true, given_if_true = none_tested(test, True), given_tested(test, True)
+        for name in {*none_if_true, *given_if_true}:
+            if not maybe_none(self.lookup(fr, name)):
+                return name in given_if_true  # ``x is None`` is False, ``x is not None`` True
+        return None
 
     def none_side(self, fr: Frame, test: ast.AST, truth: bool) -> tuple[Frame, frozenset[str]]:
         """The forward parameters known to be None on the ``truth`` side of ``test`` (see ``Analysis.division``):

@@ -18,6 +18,7 @@ from .tamper import forward_decorator, tampering
 from .values import (
     CE_PATH,
     CLASS_NAME,
+    NONE,
     OTHER,
     ZERO,
     Division,
@@ -59,7 +60,7 @@ def _judge(an: Analysis, fwd: Func, file: str | None) -> StaticVerdict:
     if callers:
         an.reset()
         for p in callers:
-            bound[p] = frozenset({("C", fwd.mod.file, fwd.node.lineno, p)})
+            bound[p] = frozenset({("C", fwd.mod.file, fwd.node.lineno, p), *NONE})  # given (maybe 0) or None
         verdict = _judged(an, fwd, bound, file, fline, where_fwd, callers)
     if where_fwd and not verdict.reason.startswith(CLASS_NAME):
         verdict = StaticVerdict(verdict.verdict, f"{CLASS_NAME}.forward{where_fwd}: {verdict.reason}", verdict.file,
@@ -99,6 +100,9 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
                     f"reaches {at}: a fully masked step with {src[3]} == 0 divides by 0 (zoo's trainer patch "
                     "sends a tensor 0 there; a guard for the None case alone does not cover it)", file, fline,
                     d.line if d.file == entry else None)
+            if d.note and src is not None and len(src) == 3 and src[2] == d.line:
+                return StaticVerdict("vulnerable", f"{d.note}, with no zero guard (an all-masked batch gives NaN)",
+                                     file, fline, d.line if d.file == entry else None)
             src_text = f"the label count from {_where(src[1], src[2], entry)}" if src else "a zero"
             also = [e[3] for e in counts if len(e) > 3]
             if also:

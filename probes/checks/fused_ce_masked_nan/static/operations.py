@@ -20,6 +20,7 @@ from .syntax import (
     INSPECT,
     LIBRARIES,
     MASKERS,
+    MEAN_LOSSES,
     PRESERVE,
     RECIPROCALS,
     REFLECTIVE,
@@ -62,6 +63,8 @@ class Operations:
             return OTHER
         if m in MASKERS:
             return MASK
+        if m in ("mean", "nanmean") and any(kind(e) == "S" for e in recv):
+            self.mean_route(fr, line, f".{m}() of a masked selection", None, None)
         if m in PRESERVE:
             return recv
         if m in CLAMPS:
@@ -136,6 +139,17 @@ class Operations:
             if any(countish(v) for v in allv):
                 return frozenset({("U", f"line {line}: the count is passed to {path}(), outside the distribution")})
             return OTHER
+        if root == "torch" and fname in MEAN_LOSSES:
+            at, legacy = MEAN_LOSSES[fname]
+            reduction = kws.get("reduction", pos[at] if len(pos) > at else None)
+            if any(k in kws for k in ("size_average", "reduce")) or \
+                    any(len(pos) > i and pos[i] != NONE for i in legacy):
+                reduction = OTHER  # the legacy arguments decide the reduction instead
+            labels = node.args[1] if fname[0].islower() and len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "target"), None)
+            self.mean_route(fr, line, f"{fname}()", reduction, labels)
+        if fname in ("mean", "nanmean") and root == "torch" and any(kind(e) == "S" for e in first):
+            self.mean_route(fr, line, f"torch.{fname}() of a masked selection", None, None)
         if fname in WRAPPERS and pos:
             return first
         if fname in WRAPPERS and not pos:

@@ -184,6 +184,8 @@ class Statements:
 
     def branch(self, fr: Frame, test: ast.AST, body: list[ast.stmt], orelse: list[ast.stmt]) -> bool:
         truth = const_truth(test)
+        if truth is None:
+            truth = self.none_truth(fr, test)
         if truth is True:
             return self.exec_block(fr, body)
         if truth is False:

@@ -37,6 +37,10 @@ WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "checkpoint"
 LIBRARIES = {"torch", "math", "numpy", "functools", "builtins", "operator", "typing", "os", "sys", "logging",
              "warnings", "inspect", "itertools", "contextlib", "dataclasses", "triton"}
 BUILTIN_NAMES = set(dir(builtins))
+# Losses whose default reduction is the mean over unmasked labels: (position of ``reduction``, positions of the
+# legacy ``size_average`` / ``reduce`` arguments).
+MEAN_LOSSES = {"cross_entropy": (6, (3, 5)), "nll_loss": (6, (3, 5)), "CrossEntropyLoss": (4, (1, 3)),
+               "NLLLoss": (4, (1, 3))}
 REFLECTIVE = {"exec", "eval", "globals", "locals", "vars", "__import__"}  # builtins that reach any name
 INPLACE_DUNDERS = {"__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
                    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}

@@ -81,6 +81,14 @@ def join(*vals: Val) -> Val:
     return frozenset(out)
 
 
+NOT_NONE_KINDS = {"C", "G", "K", "F", "Z", "N", "B", "S", "T", "Func", "ClassInfo", "M"}
+
+
+def maybe_none(v: Val) -> bool:
+    """The value may be None: a fact says so, or says nothing about it (a parameter, an opaque value)."""
+    return not v or any(kind(e) not in NOT_NONE_KINDS for e in v)
+
+
 def number(n: float) -> Val:
     """A numeric constant: positive only from 1 up (a fraction is a floor some dtype or ``int()`` makes 0)."""
     if n >= 1:
@@ -181,6 +189,7 @@ class Division:
     line: int
     where: str
     divisor: Val
+    note: str = ""  # what divides, when it is not a written ``/`` (the stock mean of cross_entropy)
 
 
 @dataclass(frozen=True)
