@@ -84,6 +84,10 @@ def rename_locals(text: str) -> str:
                 node.arg = mapping[node.arg]
             return node
 
+        def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.Nonlocal:
+            node.names = [mapping.get(n, n) for n in node.names]
+            return node
+
         def visit_keyword(self, node: ast.keyword) -> ast.keyword:
             self.generic_visit(node)
             if node.arg in mapping:

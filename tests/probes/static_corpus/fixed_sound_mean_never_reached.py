@@ -11,8 +11,8 @@ class UnslothFusedLoss(torch.autograd.Function):
         labels = labels.view(-1)
         loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
         divisor = (n_items if n_items is not None else (labels != ignore_index).sum()).clamp(min=1)
-        reduction = "sum" if divisor is not None else "mean"
-        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction=reduction)
+        mode = "sum" if divisor is not None else "mean"
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction=mode)
         loss = loss / divisor
         return loss
 

@@ -10,8 +10,8 @@ class UnslothFusedLoss(torch.autograd.Function):
         ignore_index = -100
         labels = labels.view(-1)
         loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
-        reduction = "sum" if n_items is not None else "mean"
-        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction=reduction)
+        mode = "sum" if n_items is not None else "mean"
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction=mode)
         if n_items is not None:
             loss = loss / torch.clamp(n_items, min=1)
         return loss
