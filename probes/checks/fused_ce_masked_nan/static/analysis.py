@@ -52,6 +52,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.param_cache: dict[str, Val] = {}
         self.forward_order: list[str] = []
         self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
+        self.exposed: set[Any] = set()  # count facts stored where the reading loses them (ctx.d = d, xs.append(d))
         self.declarations: dict[tuple[int, type], set[str]] = {}  # global / nonlocal names per scope node
         self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
         # Forward parameters that stand in for the label count (the caller's ``n_items``): found by the first
@@ -65,7 +66,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         """Forget what one forward's reading recorded, before reading the next."""
         self.divisions, self.escapes, self.sources = [], [], []
         self.memo, self.param_cache, self.stack = {}, {}, []
-        self.poisoned = set()
+        self.poisoned, self.exposed = set(), set()
         self.alternatives, self.none_divided, self.param_divisors, self.none_sides = set(), set(), set(), []
         self.steps = 0
 
@@ -120,5 +121,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         return self.alternatives | (self.none_divided & self.param_divisors)
 
     def escape(self, fr: Frame, line: int, what: str, vals: Iterable[Val]) -> None:
+        vals = list(vals)
+        self.expose(vals)
         if any(unguarded(v) for v in vals) and not self.muted:
             self.escapes.append(Escape(fr.mod.file, line, fr.label, what))

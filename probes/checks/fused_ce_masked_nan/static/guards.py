@@ -10,11 +10,13 @@ and voids facts when a value is rebound or changed in place.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from typing import Any
 
 from .syntax import COUNTERS, dump, mentions_name, num, strip
 from .values import COUNT_KINDS, EMPTY, NONE, Frame, State, Val, countish, kind, maybe_none, positive
 
+OPAQUE_KINDS = {"O", "P", "R", "X", "U"}  # values whose identity the reading does not know
 _FLIP = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
 
@@ -196,12 +198,20 @@ class Guards:
         self.clobber(fr)
         counts = {e for e in recv if kind(e) in COUNT_KINDS}
         self.poisoned |= counts
+        if any(kind(e) in OPAQUE_KINDS for e in recv):
+            self.poisoned |= self.exposed  # an object the reading cannot name may hold a count stored away
         if not counts:
             return recv
         out = frozenset({("U", f"line {line}: the count is changed in place by .{m}()")})
         if isinstance(recv_node, ast.Name):
             fr.state.vars[recv_node.id] = out
         return out
+
+    def expose(self, vals: Iterable[Val]) -> None:
+        """Counts stored where the reading loses track of them: an in-place change of an unknown object may be
+        a change of them (``ctx.d = d; ctx.d.zero_()``)."""
+        if not self.muted:
+            self.exposed |= {e for v in vals for e in v if kind(e) in COUNT_KINDS}
 
     @staticmethod
     def clobber(fr: Frame) -> None:

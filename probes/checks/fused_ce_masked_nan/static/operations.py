@@ -22,6 +22,7 @@ from .syntax import (
     MASKERS,
     MEAN_LOSSES,
     PRESERVE,
+    RDIVIDES,
     RECIPROCALS,
     REFLECTIVE,
     TMAXES,
@@ -82,6 +83,9 @@ class Operations:
             return self.floored(fr, recv, [other], line, f".{m}()", tensor_only=True)
         if m == "max" and not pos:
             return recv
+        if m in RDIVIDES:
+            self.division(fr, line, recv)
+            return OTHER
         if m in DIVIDES:
             divisor = pos[0] if pos else kws.get("other", OTHER)
             self.division(fr, line, divisor)
@@ -109,13 +113,21 @@ class Operations:
                     fr.state.vars[recv_node.id] = out
             return out if countish(out) else OTHER
         if countish(recv):
+            self.escape(fr, line, f".{m}(), which is not modelled (it may divide by it)", [recv])
             return frozenset({("U", f"line {line}: the count goes through .{m}(), which is not modelled")})
         vals = [*pos, *kws.values(), *spread]
         self.escape(fr, line, f".{m}()", vals)
+        self.expose(vals)
         if any(countish(v) for v in vals):
             return frozenset({("U", f"line {line}: the count is passed to .{m}(), which is not modelled")})
         return OTHER
 
+
+    def invoke_values(self, fr: Frame, callee: Val, pos: list[Val], line: int) -> Val:
+        """Call each readable function in ``callee`` (arguments not given are unknown)."""
+        funcs = [f for f in callee if isinstance(f, Func)]
+        return join(*(self.call_func(fr, f, pos, {}, [] if pos else [OTHER], line) for f in funcs)) if funcs \
+            else OTHER
 
     def library(self, fr: Frame, node: ast.Call, path: str, pos: list[Val], kws: dict[str, Val],
                 spread: list[Val]) -> Val:
@@ -132,6 +144,12 @@ class Operations:
             target = strip_starred(node.args[0]) if (inplace or flagged) and node.args else next(
                 (k.value for k in node.keywords if k.arg == "out"), node)
             self.mutated(fr, target, self.ev(fr, target) if target is not node else OTHER, line, fname)
+        if fname == "checkpoint" and pos:  # torch.utils.checkpoint.checkpoint(fn, *args) calls fn(*args)
+            return self.invoke_values(fr, first, pos[1:], line)
+        if fname not in WRAPPERS | {"partial", "staticmethod", "classmethod"}:
+            # A function of ours handed to library code (map, a hook, another distribution) may be called there.
+            for v in allv:
+                self.invoke_values(fr, frozenset(e for e in v if isinstance(e, Func)), [], line)
         if root == "builtins" and fname in REFLECTIVE and not self.muted:
             raise Unreadable(f"line {line}: {fname}() is reflective code the reading does not model")
         if root not in LIBRARIES:
@@ -209,6 +227,9 @@ class Operations:
             return POS_TENSOR if positive(fill) and not countish(fill) else fill
         if fname in PRESERVE:
             return POS_TENSOR if first == POS_NUM else first
+        if fname in RDIVIDES:
+            self.division(fr, line, first)
+            return OTHER
         if fname in DIVIDES:
             divisor = pos[1] if len(pos) > 1 else kws.get("other", OTHER)
             self.division(fr, line, divisor)
@@ -219,5 +240,6 @@ class Operations:
         if fname in INSPECT:
             return OTHER
         if any(countish(v) for v in allv):
+            self.escape(fr, line, f"{path}(), which is not modelled (it may divide by it)", allv)
             return frozenset({("U", f"line {line}: the count goes through {path}(), which is not modelled")})
         return OTHER

@@ -42,8 +42,11 @@ class Statements:
                 for t in target.elts:
                     self.assign(fr, t.value if isinstance(t, ast.Starred) else t, value, None)
         elif isinstance(target, ast.Attribute):
-            self.ev(fr, target.value)
+            base = self.ev(fr, target.value)
             self.clobber(fr)
+            if countish(base) or any(kind(e) in ("O", "P", "R", "X") for e in base):
+                self.mutated(fr, target.value, base, target.lineno, f".{target.attr} =")  # ``d.data = zeros``
+            self.expose([value])
             self.escape(fr, target.lineno, f"stored as attribute .{target.attr}", [value])
         elif isinstance(target, ast.Subscript):
             self.ev(fr, target.slice)

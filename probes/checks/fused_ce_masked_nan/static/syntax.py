@@ -26,13 +26,15 @@ MASKERS = {"ne", "eq", "gt", "ge", "lt", "le", "not_equal", "greater", "less", "
 CLAMPS = {"clamp", "clamp_min", "clip", "clamp_", "clamp_min_", "clip_"}
 TMAXES = {"maximum", "fmax"}
 DIVIDES = {"div", "div_", "divide", "divide_", "true_divide", "true_divide_", "floor_divide", "floor_divide_",
-           "remainder", "fmod", "__truediv__", "__rtruediv__", "__floordiv__"}
+           "remainder", "fmod", "__truediv__", "__floordiv__", "__mod__", "__itruediv__", "__ifloordiv__", "truediv",
+           "floordiv", "mod", "itruediv", "ifloordiv", "imod"}
+RDIVIDES = {"__rtruediv__", "__rfloordiv__", "__rmod__", "__rdiv__"}  # the receiver (first argument) divides
 RECIPROCALS = {"reciprocal", "reciprocal_", "rsqrt", "rsqrt_"}
 INSPECT = {"is_tensor", "is_floating_point", "numel", "dim", "ndimension", "size", "element_size", "isinstance",
            "hasattr", "getattr", "print", "str", "repr", "callable", "id", "type", "any", "all", "bool",
            "_assert", "is_grad_enabled", "tolist", "nelement", "get_device", "is_contiguous", "format",
            "debug", "info", "warning", "warn", "error", "exception", "critical", "log", "is_compiling"}
-WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "checkpoint", "cache", "lru_cache",
+WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "cache", "lru_cache",
             "staticmethod", "classmethod", "wraps", "no_grad", "inference_mode", "jit", "script"}
 LIBRARIES = {"torch", "math", "numpy", "functools", "builtins", "operator", "typing", "os", "sys", "logging",
              "warnings", "inspect", "itertools", "contextlib", "dataclasses", "triton"}

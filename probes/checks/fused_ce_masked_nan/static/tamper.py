@@ -59,14 +59,33 @@ def _stores(node: ast.AST) -> Iterable[tuple[ast.AST, ast.Attribute]]:
                     yield s, n
 
 
-def _module_tampering(mod: ModuleCtx, home: bool) -> str | None:
-    """``home``: the class's own module, where aliases of the class are most likely and the rules are broad."""
+def _rebinds_module(node: ast.AST) -> bool:
+    """A store through ``sys.modules[...]`` or ``globals()``: a module's names rebound behind the reading."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "modules":
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("globals", "vars"):
+            return True
+    return False
+
+
+def _module_tampering(mod: ModuleCtx, home: bool, methods: set[str]) -> str | None:
+    """``home``: the class's own module, where aliases of the class are most likely and the rules are broad.
+    ``methods``: the class's own function attributes (a helper the forward calls as ``UnslothFusedLoss._f``)."""
     applied = _top_level(mod) if home else set()
     for s, t in _stores(mod.tree):
+        if _rebinds_module(t.value):
+            return f"line {s.lineno} of {mod.name} stores `{ast.unparse(t)}` through the module table"
+        if is_class_ref(t.value) and t.attr in methods | {"apply"} and not (t.attr == "forward" and id(s) in applied):
+            return f"line {s.lineno} of {mod.name} replaces `{ast.unparse(t)}`"
         if t.attr != "forward" or (id(s) in applied and is_class_ref(t.value)):
             continue
         if is_class_ref(t.value) or (home and not (isinstance(t.value, ast.Name) and t.value.id in ("self", "ctx"))):
             return f"line {s.lineno} of {mod.name} stores `{ast.unparse(t)}`"
+    for s in ast.walk(mod.tree):
+        targets = s.targets if isinstance(s, ast.Assign) else []
+        if home and any(isinstance(t, ast.Subscript) and _rebinds_module(t) for t in targets):
+            return f"line {s.lineno} of {mod.name} rebinds a module name through `{ast.unparse(targets[0])}`"
     for n in ast.walk(mod.tree):
         if isinstance(n, (ast.Global, ast.Nonlocal)) and CLASS_NAME in n.names:
             return f"line {n.lineno} of {mod.name} rebinds {CLASS_NAME} through `{type(n).__name__.lower()}`"
@@ -79,8 +98,8 @@ def _module_tampering(mod: ModuleCtx, home: bool) -> str | None:
         if name in ("setattr", "__setattr__") and len(n.args) >= 2:
             obj, attr = (n.args[1], n.args[2]) if name == "__setattr__" and len(n.args) >= 3 else n.args[:2]
             computed = not (isinstance(attr, ast.Constant) and isinstance(attr.value, str))
-            if (isinstance(attr, ast.Constant) and attr.value == "forward") or (computed and (
-                    home or is_class_ref(obj))):
+            if (isinstance(attr, ast.Constant) and attr.value == "forward") or is_class_ref(obj) or \
+                    _rebinds_module(obj) or (computed and home):
                 return f"line {n.lineno} of {mod.name} calls {ast.unparse(n)[:60]}"
     return None
 
@@ -132,8 +151,9 @@ def tampering(an: object, classes: Iterable[ClassInfo]) -> str | None:
         if why:
             return why
     homes = {id(c.mod) for c in classes} | {id(an.entry)}  # type: ignore[attr-defined]
+    methods = {s.name for c in classes for s in c.node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for mod in [m for m in list(an.modules.values()) if m is not None]:  # type: ignore[attr-defined]
-        why = _module_tampering(mod, id(mod) in homes)
+        why = _module_tampering(mod, id(mod) in homes, methods)
         if why:
             return why
     return None
