@@ -52,6 +52,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.param_cache: dict[str, Val] = {}
         self.forward_order: list[str] = []
         self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
+        self.blind: list[tuple[str, int, str]] = []  # divisions by a value the reading cannot name
         self.exposed: set[Any] = set()  # count facts stored where the reading loses them (ctx.d = d, xs.append(d))
         self.declarations: dict[tuple[int, type], set[str]] = {}  # global / nonlocal names per scope node
         self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
@@ -66,7 +67,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         """Forget what one forward's reading recorded, before reading the next."""
         self.divisions, self.escapes, self.sources = [], [], []
         self.memo, self.param_cache, self.stack = {}, {}, []
-        self.poisoned, self.exposed = set(), set()
+        self.poisoned, self.exposed, self.blind = set(), set(), []
         self.alternatives, self.none_divided, self.param_divisors, self.none_sides = set(), set(), set(), []
         self.steps = 0
 
@@ -88,6 +89,8 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
             return
         params = {e[1] for e in divisor if kind(e) == "P"}
         self.param_divisors |= params
+        if not countish(divisor) and any(kind(e) in ("O", "R", "X") for e in divisor):
+            self.blind.append((fr.mod.file, line, fr.label))  # may be a count the reading lost (``ctx.d``)
         if countish(divisor):
             self.divisions.append(Division(fr.mod.file, line, fr.label, divisor, note))
             # A forward parameter divided by in place of the count: joined with it into one divisor

@@ -25,6 +25,10 @@ class Calls:
         # torch.where and masked_fill read their branches under the condition.
         name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
         if name == "where" and len(node.args) == 3 and self.is_library(fr, f):
+            # Unlike ``a if t else b``, torch.where computes both arms everywhere: a division in an arm runs on the
+            # rows the condition excludes too (NaN there, and a NaN gradient through the unselected arm).
+            self.ev(fr, node.args[1])
+            self.ev(fr, node.args[2])
             return self.conditional(fr, node.args[0], node.args[1], node.args[2])
         if name in ("masked_fill", "masked_fill_") and isinstance(f, ast.Attribute) and len(node.args) == 2:
             recv = self.ev(fr, f.value)

@@ -120,6 +120,13 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
         if opaque:
             return StaticVerdict("unknown", f"the division at {_where(d.file, d.line, entry)} in {d.where}: "
                                  f"{sorted(opaque)[0]}", file, fline, d.line if d.file == entry else None)
+    lost = sorted({e for e in an.exposed if kind(e) in ("C", "U")}, key=str)
+    if lost and an.blind:
+        file_, line, where = an.blind[0]
+        return StaticVerdict("unknown", f"the division at {_where(file_, line, entry)} in {where} is by a value the "
+                             "reading cannot follow, and an unguarded count was stored where the reading loses it "
+                             "(an attribute, a container, code it cannot read): it may be that count", file, fline,
+                             line if file_ == entry else None)
     if an.escapes:
         e = an.escapes[0]
         return StaticVerdict("unknown", f"{_where(e.file, e.line, entry)} in {e.where}: the unguarded count "

@@ -64,6 +64,8 @@ class Operations:
             return OTHER
         if m in MASKERS:
             return MASK
+        if m in ("mean", "nanmean") and has_mask:
+            return self.new_count(fr, line)  # the share of kept labels: 0 when every label is masked
         if m in ("mean", "nanmean") and any(kind(e) == "S" for e in recv):
             self.mean_route(fr, line, f".{m}() of a masked selection", None, None)
         if m in PRESERVE:
@@ -166,6 +168,8 @@ class Operations:
             labels = node.args[1] if fname[0].islower() and len(node.args) > 1 else next(
                 (k.value for k in node.keywords if k.arg == "target"), None)
             self.mean_route(fr, line, f"{fname}()", reduction, labels)
+        if fname in ("mean", "nanmean") and root == "torch" and any(kind(e) == "B" for e in first):
+            return self.new_count(fr, line)
         if fname in ("mean", "nanmean") and root == "torch" and any(kind(e) == "S" for e in first):
             self.mean_route(fr, line, f"torch.{fname}() of a masked selection", None, None)
         if fname in WRAPPERS and pos:
