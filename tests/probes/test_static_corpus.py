@@ -4,7 +4,10 @@ Each variant is one file. Line 1 is ``# expect: <verdict> -- <reason>``. The tex
 ``# === <relative path>`` line is the cross-entropy module; each such line starts another module of the same
 wheel, so re-exports, base classes and helpers across modules are exercised through ``analyze_files``.
 Every variant is judged twice: as written, and with every local variable and parameter renamed (the
-verdict must come from data flow, not from names such as ``divisor``).
+verdict must come from data flow, not from names such as ``divisor``). The ``*_sound_*`` variants (issue #30:
+sound or abstain) carry a ``# category: <name>`` line 2 for the per-category table; each is a kernel that still
+divides by zero in a shape the reading once called ``fixed`` (its line 1 says ``vulnerable`` or ``unknown``), or a
+fixed control near one of those shapes.
 """
 
 from __future__ import annotations
