@@ -9,7 +9,7 @@ label, what divisor does the function hand to its autograd Function?
 * ``fixed``: in that branch every assignment is a floor of at least 1 at the top
   of its value (``clamp(min=1)``, ``max(..., 1)``, under ``.item()`` / ``float()``
   at most), none of those names is assigned again after the branch, and every
-  ``.apply(...)`` of the function passes one of them;
+  ``.apply(...)`` and non-constant division of the function takes one of them;
 * ``absent``: no ``unsloth_zoo/cpu/ops.py`` or no such function;
 * ``unknown``: any other shape (abstain rather than guess), and whenever the
   function that runs may not be the one read: defined twice, decorated, rebound
@@ -143,16 +143,19 @@ def analyze_source(text: str, file: str | None = None) -> dict[str, Any]:
     if all(_floored(a.value) for a in assigns) and all(isinstance(t, ast.Name) for a in assigns for t in a.targets):
         why = _replaced(tree, fn)
         again = _assigned_after(fn, branch, targets)
-        applies = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                   and n.func.attr == "apply"]
-        unfed = [c for c in applies if not any(isinstance(x, ast.Name) and x.id in targets
-                                               for a in c.args for x in ast.walk(a))]
-        if why is None and again is None and applies and not unfed:
+        # What consumes the divisor: the autograd call, or a division by something other than a constant.
+        consumers: list[list[ast.AST]] = [list(n.args) for n in ast.walk(fn) if isinstance(n, ast.Call)
+                                          and isinstance(n.func, ast.Attribute) and n.func.attr == "apply"]
+        consumers += [[n.right] for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(
+            n.op, (ast.Div, ast.FloorDiv, ast.Mod)) and not isinstance(n.right, ast.Constant)]
+        unfed = [c for c in consumers if not any(isinstance(x, ast.Name) and x.id in targets
+                                                 for a in c for x in ast.walk(a))]
+        if why is None and again is None and consumers and not unfed:
             return {"verdict": "fixed", "file": file, "line": branch.lineno,
                     "reason": f"line {branch.lineno}: every divisor assigned when the count argument is None has a "
                               f"floor of at least 1 ({', '.join(sorted(targets))}) and reaches the autograd call"}
         because = why or (f"line {again} assigns the floored divisor again after the None branch" if again else
-                          "no .apply() call receives the floored divisor")
+                          "a division or .apply() call takes something other than the floored divisor")
         return {"verdict": "unknown", "file": file, "line": branch.lineno,
                 "reason": f"the None branch floors its divisor, but {because}; cannot prove the floor holds"}
     return {"verdict": "unknown", "file": file, "line": branch.lineno,
