@@ -53,6 +53,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.forward_order: list[str] = []
         self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
         self.blind: list[tuple[str, int, str]] = []  # divisions by a value the reading cannot name
+        self.unresolved: list[tuple[str, int, str, str]] = []  # divisions by a name it cannot resolve
         self.exposed: set[Any] = set()  # count facts stored where the reading loses them (ctx.d = d, xs.append(d))
         self.declarations: dict[tuple[int, type], set[str]] = {}  # global / nonlocal names per scope node
         self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
@@ -67,7 +68,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         """Forget what one forward's reading recorded, before reading the next."""
         self.divisions, self.escapes, self.sources = [], [], []
         self.memo, self.param_cache, self.stack = {}, {}, []
-        self.poisoned, self.exposed, self.blind = set(), set(), []
+        self.poisoned, self.exposed, self.blind, self.unresolved = set(), set(), [], []
         self.alternatives, self.none_divided, self.param_divisors, self.none_sides = set(), set(), set(), []
         self.steps = 0
 
@@ -91,6 +92,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.param_divisors |= params
         if not countish(divisor) and any(kind(e) in ("O", "R", "X") for e in divisor):
             self.blind.append((fr.mod.file, line, fr.label))  # may be a count the reading lost (``ctx.d``)
+        self.unresolved += [(fr.mod.file, line, fr.label, e[1]) for e in divisor if kind(e) == "R"]
         if countish(divisor):
             self.divisions.append(Division(fr.mod.file, line, fr.label, divisor, note))
             # A forward parameter divided by in place of the count: joined with it into one divisor

@@ -12,7 +12,7 @@ import ast
 from typing import Any
 
 from .guards import nonzero_subjects
-from .syntax import INSPECT, assigned_names, dump, num, param_names
+from .syntax import INSPECT, assigned_names, dump, param_names
 from .values import MAX_DEPTH, OTHER, ClassInfo, Frame, Func, State, Val, countish, join, kind, positive, unguarded
 
 
@@ -107,7 +107,8 @@ class Calls:
             return self.call_func(fr, e, pos, kws, spread, line)
         if isinstance(e, ClassInfo):
             self.escape(fr, line, f"{e.node.name}()", allv)
-            return OTHER
+            # An instance of a class of ours: its operators (``__rtruediv__``) are code the reading does not run.
+            return frozenset({("R", f"an instance of {e.node.name}, whose operators the reading does not follow")})
         k = kind(e)
         if k == "X":
             return self.library(fr, node, e[1], pos, kws, spread)
@@ -159,10 +160,14 @@ class Calls:
                 bound.setdefault(p, join(*spread) if any(countish(s) for s in spread) else OTHER)
         defaults = dict(zip(params[len(params) - len(a.defaults):], a.defaults, strict=True))
         defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None})
+        made = dict(func.defaults) if func.defaults is not None else None
         for p in [*params, *kwonly]:
             if p not in bound:
                 d = defaults.get(p)
-                bound[p] = self.ev_global(func.mod, d) if d is not None and num(d) is not None else OTHER
+                if made is not None:
+                    bound[p] = made.get(p, OTHER)
+                else:  # a module-level def: its defaults are module-level expressions
+                    bound[p] = self.ev_global(func.mod, d) if d is not None else OTHER
         if a.vararg:
             bound[a.vararg.arg] = join(*lost) if any(countish(v) for v in lost) else OTHER
         if a.kwarg:

@@ -154,7 +154,7 @@ class Expressions:
             self.assign(fr, node.target, v, node.value)
             return v
         if isinstance(node, ast.Lambda):
-            return frozenset({Func(node, fr.mod, closure=fr)})
+            return frozenset({Func(node, fr.mod, closure=fr, defaults=self.defaults_of(fr, node))})
         if isinstance(node, ast.JoinedStr):
             for part in node.values:
                 if isinstance(part, ast.FormattedValue):
@@ -180,6 +180,15 @@ class Expressions:
                     self.ev(fr, part)
             return OTHER
         return OTHER
+
+    def defaults_of(self, fr: Frame, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) \
+            -> tuple[tuple[str, Val], ...]:
+        """Default values, evaluated now (where the function is made), as Python does."""
+        a = node.args
+        names = [p.arg for p in [*a.posonlyargs, *a.args]]
+        pairs = list(zip(names[len(names) - len(a.defaults):], a.defaults, strict=True))
+        pairs += [(p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+        return tuple((name, self.ev(fr, d)) for name, d in pairs)
 
     def attribute(self, fr: Frame, node: ast.Attribute) -> Val:
         base = self.ev(fr, node.value)

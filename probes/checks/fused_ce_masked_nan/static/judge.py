@@ -121,6 +121,10 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
             return StaticVerdict("unknown", f"the division at {_where(d.file, d.line, entry)} in {d.where}: "
                                  f"{sorted(opaque)[0]}", file, fline, d.line if d.file == entry else None)
     lost = sorted({e for e in an.exposed if kind(e) in ("C", "U")}, key=str)
+    if an.unresolved:
+        file_, line, where, why = an.unresolved[0]
+        return StaticVerdict("unknown", f"the division at {_where(file_, line, entry)} in {where} is by {why}",
+                             file, fline, line if file_ == entry else None)
     if lost and an.blind:
         file_, line, where = an.blind[0]
         return StaticVerdict("unknown", f"the division at {_where(file_, line, entry)} in {where} is by a value the "

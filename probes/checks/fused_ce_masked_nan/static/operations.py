@@ -180,7 +180,8 @@ class Operations:
             out: set[Any] = set()
             for x in first:
                 if isinstance(x, Func):
-                    out.add(Func(x.node, x.mod, x.closure, (*x.pre_args, *pos[1:]), (*x.pre_kw, *kws.items())))
+                    out.add(Func(x.node, x.mod, x.closure, (*x.pre_args, *pos[1:]), (*x.pre_kw, *kws.items()),
+                                 x.defaults))
                 else:
                     out.add(("R", f"line {line}: functools.partial of something other than a readable function"))
             return frozenset(out)

@@ -129,6 +129,7 @@ class Func:
     closure: Frame | None = None
     pre_args: tuple[Val, ...] = ()
     pre_kw: tuple[tuple[str, Val], ...] = ()
+    defaults: tuple[tuple[str, Val], ...] | None = None  # evaluated where a nested def / lambda was made
 
     @property
     def name(self) -> str:
