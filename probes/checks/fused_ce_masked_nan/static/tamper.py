@@ -6,9 +6,10 @@ verdict abstains when it is present: ``setattr`` (also ``__setattr__``) on the c
 ``forward`` (or a computed name), a ``.forward`` store anywhere but the module level of the class's module,
 ``global UnslothFusedLoss`` in a function, a class decorator, a metaclass or other class keyword, an
 ``__init_subclass__`` in a base, a base from another distribution, a forward decorator outside the known
-library wrappers, and ``exec`` / ``eval`` in the class's module. Each is found syntactically in every module
-the reading loaded, so aliases of the class inside those modules are covered by the broad rules (a computed
-attribute name, any ``.forward`` store outside the module level).
+library wrappers, ``exec`` / ``eval`` in the class's module, a store into a module of the distribution
+(``_ce._floor = f``) or through ``sys.modules`` / ``globals()``. Each is found syntactically in every module the
+reading loaded and every module the class's module imports, so aliases of the class inside those modules are
+covered by the broad rules (a computed attribute name, any ``.forward`` store outside the module level).
 """
 
 from __future__ import annotations
@@ -27,6 +28,20 @@ SAFE_BASE_ROOTS = ("torch", "builtins", "typing", "abc")
 REFLECTIVE = {"exec", "eval"}
 
 
+_NODES: dict[int, tuple[ast.Module, list[ast.AST]]] = {}
+
+
+def _nodes(mod: ModuleCtx) -> list[ast.AST]:
+    """Every node of the module, walked once (the scan reads a hundred modules per release)."""
+    hit = _NODES.get(id(mod))
+    if hit is None or hit[0] is not mod.tree:
+        hit = (mod.tree, list(ast.walk(mod.tree)))
+        if len(_NODES) > 512:
+            _NODES.clear()
+        _NODES[id(mod)] = hit
+    return hit[1]
+
+
 def _top_level(mod: ModuleCtx) -> set[int]:
     """Ids of the module-level ``C.forward = ...`` statements ``forward.py`` applies (module body and its ifs)."""
     out: set[int] = set()
@@ -43,9 +58,9 @@ def _top_level(mod: ModuleCtx) -> set[int]:
     return out
 
 
-def _stores(node: ast.AST) -> Iterable[tuple[ast.AST, ast.Attribute]]:
-    """``(statement, target)`` for every attribute store or delete in ``node``."""
-    for s in ast.walk(node):
+def _stores(nodes: list[ast.AST]) -> Iterable[tuple[ast.AST, ast.Attribute]]:
+    """``(statement, target)`` for every attribute store or delete among ``nodes``."""
+    for s in nodes:
         targets: list[ast.AST] = []
         if isinstance(s, ast.Assign):
             targets = list(s.targets)
@@ -69,24 +84,42 @@ def _rebinds_module(node: ast.AST) -> bool:
     return False
 
 
-def _module_tampering(mod: ModuleCtx, home: bool, methods: set[str]) -> str | None:
+def _module_aliases(mod: ModuleCtx, top: str) -> set[str]:
+    """Names an import binds to a module of the distribution (``import unsloth_zoo.x as m``, ``from . import m``)."""
+    out: set[str] = set()
+    for n in _nodes(mod):
+        if isinstance(n, ast.Import):
+            out |= {a.asname or a.name.split(".")[0] for a in n.names if a.name.split(".")[0] == top}
+        elif isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").split(".")[0] == top):
+            out |= {a.asname or a.name for a in n.names if a.name != "*"}  # may be modules: count them
+    return out
+
+
+def _module_tampering(mod: ModuleCtx, home: bool, methods: set[str], top: str) -> str | None:
     """``home``: the class's own module, where aliases of the class are most likely and the rules are broad.
     ``methods``: the class's own function attributes (a helper the forward calls as ``UnslothFusedLoss._f``)."""
     applied = _top_level(mod) if home else set()
-    for s, t in _stores(mod.tree):
+    modules = _module_aliases(mod, top)
+    nodes = _nodes(mod)
+    for s, t in _stores(nodes):
         if _rebinds_module(t.value):
             return f"line {s.lineno} of {mod.name} stores `{ast.unparse(t)}` through the module table"
+        root = t.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in modules and not is_class_ref(t.value):
+            return f"line {s.lineno} of {mod.name} rebinds `{ast.unparse(t)}` in a module of the distribution"
         if is_class_ref(t.value) and t.attr in methods | {"apply"} and not (t.attr == "forward" and id(s) in applied):
             return f"line {s.lineno} of {mod.name} replaces `{ast.unparse(t)}`"
         if t.attr != "forward" or (id(s) in applied and is_class_ref(t.value)):
             continue
         if is_class_ref(t.value) or (home and not (isinstance(t.value, ast.Name) and t.value.id in ("self", "ctx"))):
             return f"line {s.lineno} of {mod.name} stores `{ast.unparse(t)}`"
-    for s in ast.walk(mod.tree):
+    for s in nodes if home else ():
         targets = s.targets if isinstance(s, ast.Assign) else []
-        if home and any(isinstance(t, ast.Subscript) and _rebinds_module(t) for t in targets):
+        if any(isinstance(t, ast.Subscript) and _rebinds_module(t) for t in targets):
             return f"line {s.lineno} of {mod.name} rebinds a module name through `{ast.unparse(targets[0])}`"
-    for n in ast.walk(mod.tree):
+    for n in nodes:
         if isinstance(n, (ast.Global, ast.Nonlocal)) and CLASS_NAME in n.names:
             return f"line {n.lineno} of {mod.name} rebinds {CLASS_NAME} through `{type(n).__name__.lower()}`"
         if not isinstance(n, ast.Call):
@@ -143,6 +176,34 @@ def forward_decorator(an: object, fwd: Func) -> str | None:
     return None
 
 
+def _load_imported(an: object, start: list[ModuleCtx], depth: int = 1) -> None:
+    """Load the modules of the distribution that importing ``start`` runs, ``depth`` imports deep: their top-level
+    code runs on import and may rebind what the reading judged. One import deep: the next level is zoo's wide
+    patching code (a hundred modules, 10 MB in 2026.10.9), a second per release in the scan; a rebinding there
+    is not seen (a limit, stated in ``static/__init__.py``)."""
+    todo, seen = [(m, 0) for m in start], {id(m) for m in start}
+    while todo:
+        mod, level = todo.pop()
+        if level >= depth:
+            continue
+        for n in _nodes(mod):
+            names: list[str] = []
+            if isinstance(n, ast.Import):
+                names = [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom):
+                base = an.resolve_from(mod, n.level, n.module)  # type: ignore[attr-defined]
+                names = [base, *(f"{base}.{a.name}" for a in n.names if a.name != "*")]
+            for dotted in names:
+                if not an.same_dist(dotted):  # type: ignore[attr-defined]
+                    continue
+                parts = dotted.split(".")
+                for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b and a.b.c
+                    m = an.load(".".join(parts[:i]))  # type: ignore[attr-defined]
+                    if m is not None and id(m) not in seen:
+                        seen.add(id(m))
+                        todo.append((m, level + 1))
+
+
 def tampering(an: object, classes: Iterable[ClassInfo]) -> str | None:
     """Why the judged forward may not be the one that runs, or None."""
     classes = list(classes)
@@ -151,9 +212,10 @@ def tampering(an: object, classes: Iterable[ClassInfo]) -> str | None:
         if why:
             return why
     homes = {id(c.mod) for c in classes} | {id(an.entry)}  # type: ignore[attr-defined]
+    _load_imported(an, [c.mod for c in classes] + [an.entry])  # type: ignore[attr-defined]
     methods = {s.name for c in classes for s in c.node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for mod in [m for m in list(an.modules.values()) if m is not None]:  # type: ignore[attr-defined]
-        why = _module_tampering(mod, id(mod) in homes, methods)
+        why = _module_tampering(mod, id(mod) in homes, methods, an.top)  # type: ignore[attr-defined]
         if why:
             return why
     return None
