@@ -54,6 +54,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         self.poisoned: set[Any] = set()  # count facts some in-place method changed (aliases included)
         self.blind: list[tuple[str, int, str]] = []  # divisions by a value the reading cannot name
         self.unresolved: list[tuple[str, int, str, str]] = []  # divisions by a name it cannot resolve
+        self.foreign: list[tuple[str, int, str, str]] = []  # calls into another distribution on the path
         self.exposed: set[Any] = set()  # count facts stored where the reading loses them (ctx.d = d, xs.append(d))
         self.declarations: dict[tuple[int, type], set[str]] = {}  # global / nonlocal names per scope node
         self.muted = 0  # > 0 while evaluating module-level code: nothing there is on the forward's path
@@ -68,7 +69,7 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         """Forget what one forward's reading recorded, before reading the next."""
         self.divisions, self.escapes, self.sources = [], [], []
         self.memo, self.param_cache, self.stack = {}, {}, []
-        self.poisoned, self.exposed, self.blind, self.unresolved = set(), set(), [], []
+        self.poisoned, self.exposed, self.blind, self.unresolved, self.foreign = set(), set(), [], [], []
         self.alternatives, self.none_divided, self.param_divisors, self.none_sides = set(), set(), set(), []
         self.steps = 0
 

@@ -137,6 +137,11 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
                              f"escapes into {e.what}, so its division cannot be checked", file, fline,
                              e.line if e.file == entry else None)
     guarded = [d for d in an.divisions if countish(d.divisor)]
+    if guarded and an.foreign:
+        file_, line, where, path = an.foreign[0]
+        return StaticVerdict("unknown", f"{_where(file_, line, entry)} in {where} hands data to {path}() from another "
+                             "distribution, which may compute the loss (a stock mean over the labels) where the "
+                             "reading cannot see", file, fline, line if file_ == entry else None)
     if guarded:
         d = guarded[0]
         g = sorted(e for e in d.divisor if kind(e) == "G")[0]

@@ -155,6 +155,8 @@ class Operations:
         if root == "builtins" and fname in REFLECTIVE and not self.muted:
             raise Unreadable(f"line {line}: {fname}() is reflective code the reading does not model")
         if root not in LIBRARIES:
+            if allv and not self.muted:  # handed data: it may compute a loss (a stock mean) the reading never sees
+                self.foreign.append((fr.mod.file, line, fr.label, path))
             self.escape(fr, line, f"{path}() from another distribution", allv)
             if any(countish(v) for v in allv):
                 return frozenset({("U", f"line {line}: the count is passed to {path}(), outside the distribution")})
