@@ -44,7 +44,8 @@ decorator or metaclass, ``global`` rebinding of the class, a forward decorator o
 wrappers, ``exec``; ``tamper.py``); a name rebound through ``global`` / ``nonlocal``; ``exec`` / ``eval`` /
 ``globals()`` on the path; a builtin another distribution's ``import *`` may shadow; a floor below 1 (``1e-8`` is
 0 in fp16, ``int(max(n, 0.5))`` is 0); a count stored where the reading loses it (``ctx.d = d``) once something
-is divided by a value it cannot name; an unmodelled operation on an unguarded count. Exceptions leave a ``try``
+is divided by a value it cannot name; an unmodelled operation on an unguarded count; data handed to another
+distribution's function on the path (it may take a stock mean the reading cannot read). Exceptions leave a ``try``
 (and any context manager but torch's, which may swallow them) from every statement, not only its end; any
 in-place change (through a view, ``torch.Tensor.fill_(x)``, ``out=``, ``+=``, a call of ours) voids every
 expression fact, since views share storage; ``torch.where`` evaluates both arms, so a division in an arm counts
