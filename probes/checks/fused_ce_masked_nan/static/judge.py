@@ -114,6 +114,8 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
                                  file, fline, evidence)
     for d in an.divisions:
         opaque = [e[1] for e in d.divisor if kind(e) == "U"]
+        if d.divisor >= ZERO and not countish(d.divisor):
+            opaque.append("a zero the reading can see reaches it (not the label count: 0 / 0 whenever the loss is 0)")
         if any(kind(e) == "F" for e in d.divisor):
             opaque.append("the divisor may be a constant below 1, which is 0 in an integer count's dtype, after "
                           "int(), or (1e-8) in fp16")
