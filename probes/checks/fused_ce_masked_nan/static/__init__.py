@@ -57,8 +57,9 @@ Limits, stated so a verdict can be weighed: the reading is path-insensitive, so 
 branch of an ``if`` and not on the other is ``vulnerable`` even when the two conditions are correlated
 (the runtime detector then disagrees and the cell reads ``inconsistent``); a guard that only an ``assert``,
 a loop body or a compound condition provides gives ``unknown``; a label count spelled other than a ``sum`` /
-``count_nonzero`` / ``mean`` over a comparison mask or the size of a masked selection is not recognised as one;
-replacement code is looked for in the modules the reading loads and those the CE module imports, not deeper.
+``count_nonzero`` / ``mean`` over a comparison mask or the size of a masked selection is not recognised as one
+(a division by any other sum abstains; one by a product or a length of another kind is not seen); replacement
+code is looked for in the modules the reading loads and those the CE module imports, not deeper.
 
 Modules: ``values.py`` (the verdict, the target's names, abstract values), ``syntax.py`` (tables and node
 helpers), ``guards.py`` (zero tests and guards), ``modules.py`` (module and name resolution),

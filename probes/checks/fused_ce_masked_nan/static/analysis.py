@@ -95,7 +95,8 @@ class Analysis(ModuleResolution, Statements, Guards, Expressions, Calls, Operati
         if not countish(divisor) and any(kind(e) in ("O", "R", "X") for e in divisor):
             self.blind.append((fr.mod.file, line, fr.label))  # may be a count the reading lost (``ctx.d``)
         self.unresolved += [(fr.mod.file, line, fr.label, e[1]) for e in divisor if kind(e) == "R"]
-        if countish(divisor) or divisor >= ZERO:  # a zero the reading can see (``float`` shadowed to 0) divides too
+        # A zero the reading can see (``float`` shadowed to 0) divides too, and so does a sum that may be a count.
+        if countish(divisor) or divisor >= ZERO or any(kind(e) == "Q" for e in divisor):
             self.divisions.append(Division(fr.mod.file, line, fr.label, divisor, note))
             # A forward parameter divided by in place of the count: joined with it into one divisor
             # (``n_items if n_items is not None else count``), or divided by itself somewhere and known

@@ -233,8 +233,8 @@ class Guards:
             k = kind(e)
             if k in ("C", "U"):
                 out.add(("G", fr.mod.file, line, f"{how} in {fr.label}"))
-            elif k in ("O", "P"):
-                out.add(("K", "any") if k == "O" else e)
+            elif k in ("O", "P", "Q"):
+                out.add(("K", "any") if k in ("O", "Q") else e)
             elif k == "Z":
                 continue  # cannot be zero here: this path is infeasible for that fact
             else:

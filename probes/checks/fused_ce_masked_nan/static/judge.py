@@ -113,7 +113,7 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
             return StaticVerdict("vulnerable", f"{src_text} {at} (an all-masked batch divides by 0)",
                                  file, fline, evidence)
     for d in an.divisions:
-        opaque = [e[1] for e in d.divisor if kind(e) == "U"]
+        opaque = [e[1] for e in d.divisor if kind(e) in ("U", "Q")]
         if d.divisor >= ZERO and not countish(d.divisor):
             opaque.append("a zero the reading can see reaches it (not the label count: 0 / 0 whenever the loss is 0)")
         if any(kind(e) == "F" for e in d.divisor):

@@ -57,7 +57,7 @@ class Operations:
         if m in COUNTERS:
             if has_mask:
                 return join(self.new_count(fr, line), recv - MASK) if recv - MASK else self.new_count(fr, line)
-            return recv if countish(recv) else OTHER
+            return recv if countish(recv) else self.opaque_sum(line, recv)
         if m in ("numel", "nelement", "__len__") or (m == "size" and pos and pos[0] == ZERO):
             if any(kind(e) == "S" for e in recv):
                 return self.new_count(fr, line)
@@ -124,6 +124,15 @@ class Operations:
             return frozenset({("U", f"line {line}: the count is passed to .{m}(), which is not modelled")})
         return OTHER
 
+
+    @staticmethod
+    def opaque_sum(line: int, of: Val) -> Val:
+        """A sum over something the reading cannot tell from a label mask (``(labels + 100).bool().sum()``) may be
+        a label count in another spelling: as a divisor it is undecided, not ignored. A sum of a known positive or
+        zero value stays what it is."""
+        if of and all(kind(e) in ("K", "Z", "N", "F", "T") for e in of):
+            return OTHER
+        return frozenset({("Q", f"line {line}: a sum the reading cannot tell from a label count divides here")})
 
     def invoke_values(self, fr: Frame, callee: Val, pos: list[Val], line: int) -> Val:
         """Call each readable function in ``callee`` (arguments not given are unknown)."""
@@ -208,7 +217,7 @@ class Operations:
         if fname in COUNTERS:
             if any(kind(e) == "B" for e in first):
                 return self.new_count(fr, line)
-            return first if countish(first) else OTHER
+            return first if countish(first) else self.opaque_sum(line, first)
         if fname == "numel":
             return self.new_count(fr, line) if any(kind(e) == "S" for e in first) else OTHER
         if fname in MASKERS:

@@ -43,7 +43,8 @@ class StaticVerdict:
 #   ("U", reason)            a count that went through something the reading cannot judge
 # Other facts: ("K", "num"|"tensor"|"any") positive (a constant at least 1); ("F",) a constant in (0, 1), which is
 # 0 after int() or in an integer count's dtype, and 1e-8 is 0 in fp16; ("Z",) zero; ("N",) negative; ("None",) None;
-# ("T", text) a string constant; ("O",) anything else (None included); ("B",) a
+# ("T", text) a string constant; ("Q", reason) a sum over something that is not a recognised mask (maybe a
+# count in another spelling); ("O",) anything else (None included); ("B",) a
 # comparison mask; ("S",) a masked selection; ("P", name) a forward parameter; ("M", dotted) a module
 # of the distribution; ("X", dotted) something from another distribution; ("R", reason) a name that
 # cannot be resolved; Func and ClassInfo objects.
@@ -81,7 +82,7 @@ def join(*vals: Val) -> Val:
     return frozenset(out)
 
 
-NOT_NONE_KINDS = {"C", "G", "K", "F", "Z", "N", "B", "S", "T", "Func", "ClassInfo", "M"}
+NOT_NONE_KINDS = {"C", "G", "K", "F", "Z", "N", "B", "S", "T", "Q", "Func", "ClassInfo", "M"}
 
 
 def maybe_none(v: Val) -> bool:
