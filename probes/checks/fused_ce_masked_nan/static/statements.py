@@ -142,7 +142,7 @@ class Statements:
             fr.state = joined
             return True
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            fr.state.vars[s.name] = frozenset({Func(s, fr.mod, closure=fr, defaults=self.defaults_of(fr, s))})
+            fr.state.vars[s.name] = self.decorated(Func(s, fr.mod, closure=fr, defaults=self.defaults_of(fr, s)))
             return True
         if isinstance(s, ast.ClassDef):
             fr.state.vars[s.name] = frozenset({ClassInfo(s, fr.mod)})
