@@ -4,7 +4,10 @@ Each variant is one file. Line 1 is ``# expect: <verdict> -- <reason>``. The tex
 ``# === <relative path>`` line is the cross-entropy module; each such line starts another module of the same
 wheel, so re-exports, base classes and helpers across modules are exercised through ``analyze_files``.
 Every variant is judged twice: as written, and with every local variable and parameter renamed (the
-verdict must come from data flow, not from names such as ``divisor``).
+verdict must come from data flow, not from names such as ``divisor``). The ``*_sound_*`` variants (issue #30:
+sound or abstain) carry a ``# category: <name>`` line 2 for the per-category table; each is a kernel that still
+divides by zero in a shape the reading once called ``fixed`` (its line 1 says ``vulnerable`` or ``unknown``), or a
+fixed control near one of those shapes.
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ def rename_locals(text: str) -> str:
         def visit_arg(self, node: ast.arg) -> ast.arg:
             if node.arg in mapping:
                 node.arg = mapping[node.arg]
+            return node
+
+        def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.Nonlocal:
+            node.names = [mapping.get(n, n) for n in node.names]
             return node
 
         def visit_keyword(self, node: ast.keyword) -> ast.keyword:

@@ -24,30 +24,48 @@ parameter as a count that may be zero, so ``fixed`` needs a guard dominating the
 ``n_items`` and the label-count paths; a parameter divided by that never stands in for the count
 (``scaling``, a memory budget) is not judged as one.
 
-Recognised guards: ``clamp``/``clamp_min``/``clip`` with a positive floor; builtin ``max`` with a positive
-argument; ``torch.max``/``torch.maximum``/``fmax`` against a positive tensor (``torch.ones_like(d)``);
+Recognised guards: ``clamp``/``clamp_min``/``clip`` with a floor of at least 1 (and no ``max`` below 1); builtin
+``max`` with such an argument; ``torch.max``/``torch.maximum``/``fmax`` against a positive tensor (``ones_like(d)``);
 ``torch.where``/``masked_fill``/conditional expressions that replace a zero with a positive value; an ``if``
 on ``== 0`` / ``<= 0`` / ``not ...`` (or the positive forms) of the divisor or of the count whose zero branch
 returns, raises or replaces the divisor; any helper whose body does one of those on every return path.
 
 Verdicts: ``vulnerable`` when an unguarded count (the label count or the caller's) reaches a division
-(``/``, ``//``, ``%``, ``div``, ``reciprocal``, ...); ``fixed`` when every division the count reaches is
+(``/``, ``//``, ``%``, ``div``, ``operator.truediv``, ``__rtruediv__``, ``reciprocal``, ...) or a stock mean
+(``cross_entropy`` / ``nll_loss`` / their modules with ``reduction="mean"``, the default; ``.mean()`` of a masked
+selection), each of which divides by the unmasked labels; ``fixed`` when every division the count reaches is
 dominated by a guard and the count escapes nowhere unguarded; ``absent`` when there is no module, class or
 forward; ``unknown`` otherwise, with the reason (the count escapes into code that cannot be read, a guard
 that covers only some conditions, a shape the reading does not model).
 
+Sound or abstain (issue #30): a vulnerable kernel is never ``fixed``. What the reading does not model makes it
+abstain: a forward that may be replaced after its definition (``setattr``, a ``.forward`` store, a class
+decorator or metaclass, ``global`` rebinding of the class, a forward decorator other than torch's and functools'
+wrappers, ``exec``; ``tamper.py``); a name rebound through ``global`` / ``nonlocal``; ``exec`` / ``eval`` /
+``globals()`` on the path; a builtin another distribution's ``import *`` may shadow; a floor below 1 (``1e-8`` is
+0 in fp16, ``int(max(n, 0.5))`` is 0); a count stored where the reading loses it (``ctx.d = d``) once something
+is divided by a value it cannot name; an unmodelled operation on an unguarded count; data handed to another
+distribution's function on the path (it may take a stock mean the reading cannot read). Exceptions leave a ``try``
+(and any context manager but torch's, which may swallow them) from every statement, not only its end; any
+in-place change (through a view, ``torch.Tensor.fill_(x)``, ``out=``, ``+=``, a call of ours) voids every
+expression fact, since views share storage; ``torch.where`` evaluates both arms, so a division in an arm counts
+unguarded; functions handed to library code (``map``, ``checkpoint``) are read as called. An ``is None`` test on
+a value that cannot be None (a count, a guarded count, a constant) decides its branch, so zoo's
+``reduction = "sum" if n_items is not None else "mean"`` with a tensor divisor never takes the mean.
+
 Limits, stated so a verdict can be weighed: the reading is path-insensitive, so a count guarded on one
 branch of an ``if`` and not on the other is ``vulnerable`` even when the two conditions are correlated
 (the runtime detector then disagrees and the cell reads ``inconsistent``); a guard that only an ``assert``,
-a loop body or a compound condition provides gives ``unknown``. An in-place change of a guarded count
-(``d.zero_()``, also through an alias or a helper) voids the guard; an in-place change of the labels after a
-zero test on the count expression voids that test when it is made through the same name or a call of ours,
-not through an alias of the labels.
+a loop body or a compound condition provides gives ``unknown``; a label count spelled other than a ``sum`` /
+``count_nonzero`` / ``mean`` over a comparison mask or the size of a masked selection is not recognised as one
+(a division by any other sum abstains; one by a product or a length of another kind is not seen); replacement
+code is looked for in the modules the reading loads and those the CE module imports, not deeper.
 
 Modules: ``values.py`` (the verdict, the target's names, abstract values), ``syntax.py`` (tables and node
 helpers), ``guards.py`` (zero tests and guards), ``modules.py`` (module and name resolution),
 ``statements.py``, ``expressions.py``, ``calls.py`` and ``operations.py`` (the reading, as mixins of
-``Analysis`` in ``analysis.py``), ``forward.py`` (locating the forward), ``judge.py`` (verdict assembly,
+``Analysis`` in ``analysis.py``), ``forward.py`` (locating the forward), ``tamper.py`` (code that may replace
+it after its definition), ``judge.py`` (verdict assembly,
 ``analyze_source``) and ``readers.py`` (wheel files and the installed package).
 """
 

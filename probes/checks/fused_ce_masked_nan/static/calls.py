@@ -12,7 +12,7 @@ import ast
 from typing import Any
 
 from .guards import nonzero_subjects
-from .syntax import INSPECT, assigned_names, dump, num, param_names
+from .syntax import INSPECT, assigned_names, dump, param_names
 from .values import MAX_DEPTH, OTHER, ClassInfo, Frame, Func, State, Val, countish, join, kind, positive, unguarded
 
 
@@ -25,6 +25,10 @@ class Calls:
         # torch.where and masked_fill read their branches under the condition.
         name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
         if name == "where" and len(node.args) == 3 and self.is_library(fr, f):
+            # Unlike ``a if t else b``, torch.where computes both arms everywhere: a division in an arm runs on the
+            # rows the condition excludes too (NaN there, and a NaN gradient through the unselected arm).
+            self.ev(fr, node.args[1])
+            self.ev(fr, node.args[2])
             return self.conditional(fr, node.args[0], node.args[1], node.args[2])
         if name in ("masked_fill", "masked_fill_") and isinstance(f, ast.Attribute) and len(node.args) == 2:
             recv = self.ev(fr, f.value)
@@ -35,8 +39,10 @@ class Calls:
                 out = self.nonzero(fr, recv, line, "masked_fill of zero")
             else:
                 out = join(recv, fill) if countish(recv) else OTHER
-            if name.endswith("_") and isinstance(f.value, ast.Name):
-                fr.state.vars[f.value.id] = out
+            if name.endswith("_"):
+                self.clobber(fr)
+                if isinstance(f.value, ast.Name):
+                    fr.state.vars[f.value.id] = out
             return out
 
         if isinstance(f, ast.Attribute):
@@ -85,11 +91,9 @@ class Calls:
     def invoke(self, fr: Frame, node: ast.Call, callee: Val) -> Val:
         pos, kws, spread = self.args_of(fr, node)
         if not all(kind(e) == "X" for e in callee):
-            # Code of ours may change its arguments in place: expression facts about them lapse.
-            for a in [*node.args, *(k.value for k in node.keywords)]:
-                inner = a.value if isinstance(a, ast.Starred) else a
-                if isinstance(inner, ast.Name):
-                    self.forget(fr, inner.id)
+            # Code of ours may change its arguments, a closure's tensors or a view of them in place: every
+            # expression fact lapses (``Guards.clobber``).
+            self.clobber(fr)
         results: list[Val] = []
         for e in callee or OTHER:
             results.append(self.invoke_one(fr, node, e, pos, kws, spread))
@@ -103,7 +107,8 @@ class Calls:
             return self.call_func(fr, e, pos, kws, spread, line)
         if isinstance(e, ClassInfo):
             self.escape(fr, line, f"{e.node.name}()", allv)
-            return OTHER
+            # An instance of a class of ours: its operators (``__rtruediv__``) are code the reading does not run.
+            return frozenset({("R", f"an instance of {e.node.name}, whose operators the reading does not follow")})
         k = kind(e)
         if k == "X":
             return self.library(fr, node, e[1], pos, kws, spread)
@@ -155,10 +160,14 @@ class Calls:
                 bound.setdefault(p, join(*spread) if any(countish(s) for s in spread) else OTHER)
         defaults = dict(zip(params[len(params) - len(a.defaults):], a.defaults, strict=True))
         defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None})
+        made = dict(func.defaults) if func.defaults is not None else None
         for p in [*params, *kwonly]:
             if p not in bound:
                 d = defaults.get(p)
-                bound[p] = self.ev_global(func.mod, d) if d is not None and num(d) is not None else OTHER
+                if made is not None:
+                    bound[p] = made.get(p, OTHER)
+                else:  # a module-level def: its defaults are module-level expressions
+                    bound[p] = self.ev_global(func.mod, d) if d is not None else OTHER
         if a.vararg:
             bound[a.vararg.arg] = join(*lost) if any(countish(v) for v in lost) else OTHER
         if a.kwarg:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from .syntax import const_truth, dump, num
+from .syntax import const_truth, declared_in_nested, dump, num
 from .values import (
     COUNT_KINDS,
     MASK,
-    NEG,
+    NONE,
     OTHER,
-    POS_NUM,
     SEL,
-    ZERO,
     ClassInfo,
     Frame,
     Func,
@@ -27,6 +25,7 @@ from .values import (
     countish,
     join,
     kind,
+    number,
 )
 
 
@@ -34,6 +33,29 @@ class Expressions:
     """Part of ``Analysis`` (``analysis.py``): the value of an expression."""
 
     def lookup(self, fr: Frame, name: str) -> Val:
+        v = self._lookup(fr, name)
+        why = self.volatile(fr, name)
+        return join(v, frozenset({("U", why)})) if why else v
+
+    def volatile(self, fr: Frame, name: str) -> str | None:
+        """Why ``name`` may change behind the reading's back: another function rebinds it through ``global`` or
+        ``nonlocal`` (any call may run it), so no guard on it holds at a later read."""
+        if name in self.declared(fr.mod.tree, ast.Global):
+            return f"{name} is rebound through `global` in {fr.mod.name}, so a guard on it may not hold here"
+        scope = fr
+        while scope is not None:
+            if scope.func is not None and name in self.declared(scope.func.node, ast.Nonlocal):
+                return f"{name} is rebound through `nonlocal` in a nested function, so a guard on it may not hold here"
+            scope = scope.func.closure if scope.func is not None else None
+        return None
+
+    def declared(self, node: ast.AST, decl: type[ast.Global] | type[ast.Nonlocal]) -> set[str]:
+        key = (id(node), decl)
+        if key not in self.declarations:
+            self.declarations[key] = declared_in_nested(node, decl)
+        return self.declarations[key]
+
+    def _lookup(self, fr: Frame, name: str) -> Val:
         if name in fr.state.vars:
             return fr.state.vars[name]
         if fr.func is not None and name in fr.local_names:
@@ -66,8 +88,10 @@ class Expressions:
         if isinstance(node, ast.Constant):
             n = num(node)
             if n is None:
-                return OTHER
-            return POS_NUM if n > 0 else (ZERO if n == 0 else NEG)
+                if node.value is None:
+                    return NONE
+                return frozenset({("T", node.value)}) if isinstance(node.value, str) else OTHER
+            return number(n)
         if isinstance(node, ast.Name):
             return self.lookup(fr, node.id)
         if isinstance(node, ast.Attribute):
@@ -86,7 +110,7 @@ class Expressions:
         if isinstance(node, ast.UnaryOp):
             n = num(node)
             if n is not None:
-                return POS_NUM if n > 0 else (ZERO if n == 0 else NEG)
+                return number(n)
             v = self.ev(fr, node.operand)
             if isinstance(node.op, ast.Not):
                 return OTHER
@@ -130,7 +154,7 @@ class Expressions:
             self.assign(fr, node.target, v, node.value)
             return v
         if isinstance(node, ast.Lambda):
-            return frozenset({Func(node, fr.mod, closure=fr)})
+            return frozenset({Func(node, fr.mod, closure=fr, defaults=self.defaults_of(fr, node))})
         if isinstance(node, ast.JoinedStr):
             for part in node.values:
                 if isinstance(part, ast.FormattedValue):
@@ -157,6 +181,15 @@ class Expressions:
             return OTHER
         return OTHER
 
+    def defaults_of(self, fr: Frame, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) \
+            -> tuple[tuple[str, Val], ...]:
+        """Default values, evaluated now (where the function is made), as Python does."""
+        a = node.args
+        names = [p.arg for p in [*a.posonlyargs, *a.args]]
+        pairs = list(zip(names[len(names) - len(a.defaults):], a.defaults, strict=True))
+        pairs += [(p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+        return tuple((name, self.ev(fr, d)) for name, d in pairs)
+
     def attribute(self, fr: Frame, node: ast.Attribute) -> Val:
         base = self.ev(fr, node.value)
         out: set[Any] = set()
@@ -169,6 +202,9 @@ class Expressions:
                     sub = f"{e[1]}.{node.attr}"
                     v = frozenset({("M", sub)}) if self.load(sub) is not None else frozenset(
                         {("R", f"{sub} cannot be read")})
+                elif m is not None and node.attr in self.declared(m.tree, ast.Global):
+                    v = join(v, frozenset({("U", f"{e[1]}.{node.attr} is rebound through `global`, so a guard on "
+                                                 "it may not hold here")}))
                 out |= v
             elif k == "X":
                 out.add(("X", f"{e[1]}.{node.attr}"))
@@ -209,6 +245,8 @@ class Expressions:
     def conditional(self, fr: Frame, test: ast.AST, body: ast.AST, orelse: ast.AST) -> Val:
         """``body if test else orelse`` and ``torch.where(test, body, orelse)``."""
         truth = const_truth(test)
+        if truth is None:
+            truth = self.none_truth(fr, test)
         if truth is not None:
             return self.ev(fr, body if truth else orelse)
         self.ev(fr, test)

@@ -19,6 +19,7 @@ from .values import CE_MODULE, CLASS_NAME, EMPTY, ClassInfo, Func, StaticVerdict
 @dataclass(frozen=True)
 class Located:
     forwards: tuple[Func, ...] = ()
+    classes: tuple[ClassInfo, ...] = ()
     verdict: StaticVerdict | None = None  # set when the forward cannot be judged (absent / unknown)
 
 
@@ -66,7 +67,7 @@ def locate(an: Analysis, file: str | None) -> Located:
         return Located(verdict=StaticVerdict("unknown", problems[0], file))
     if not forwards:
         return Located(verdict=StaticVerdict("absent", f"{CLASS_NAME} has no forward", file))
-    return Located(forwards=tuple(forwards))
+    return Located(forwards=tuple(forwards), classes=tuple(classes))
 
 
 def _patched_forward(an: Analysis, cls: ClassInfo, fwd: Val | None) -> Val | None:

@@ -10,11 +10,13 @@ and voids facts when a value is rebound or changed in place.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from typing import Any
 
 from .syntax import COUNTERS, dump, mentions_name, num, strip
-from .values import COUNT_KINDS, EMPTY, Frame, State, Val, countish, kind, positive
+from .values import COUNT_KINDS, EMPTY, NONE, Frame, State, Val, countish, kind, maybe_none, positive
 
+OPAQUE_KINDS = {"O", "P", "R", "X", "U"}  # values whose identity the reading does not know
 _FLIP = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
 
@@ -74,6 +76,23 @@ def none_tested(test: ast.AST, truth: bool) -> list[str]:
     return []
 
 
+def given_tested(test: ast.AST, truth: bool) -> list[str]:
+    """Names known not None where ``test`` is ``truth`` (the mirror of ``none_tested``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return given_tested(test.operand, not truth)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) == truth:
+            return [n for v in test.values for n in given_tested(v, truth)]
+        return []
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        left, right = test.left, test.comparators[0]
+        if isinstance(left, ast.Constant) and left.value is None:
+            left, right = right, left
+        if isinstance(left, ast.Name) and isinstance(right, ast.Constant) and right.value is None:
+            return [left.id] if isinstance(test.ops[0], ast.IsNot) == truth else []
+    return []
+
+
 def _compare_zero(subject: ast.AST, op: ast.cmpop, c: float, truth: bool) -> tuple[list[ast.AST], list[ast.AST]]:
     """``subject <op> c`` (constant on the right) is ``truth``: is ``subject`` then known nonzero?"""
     nonzero_when_true = (isinstance(op, ast.NotEq) and c == 0) or (isinstance(op, ast.Gt) and c >= 0) or (
@@ -115,7 +134,22 @@ class Guards:
                     st.vars[n] = self.nonzero(fr, st.vars[n], line, how)
         self.weaken(st, partial, f"line {line}: a zero test on it is combined with other conditions, so the "
                                  "branch does not prove the divisor nonzero")
+        for n in given_tested(test, truth):
+            if n in st.vars and st.vars[n] >= NONE and st.vars[n] != NONE:
+                st.vars[n] = st.vars[n] - NONE
         return st
+
+    def none_truth(self, fr: Frame, test: ast.AST) -> bool | None:
+        """``x is None`` / ``x is not None`` decided by what ``x`` may hold: a count, a guarded count, a constant
+        or a string is never None, so the other side of the test is not a path (``reduction = "sum" if n is not
+        None else "mean"`` with ``n`` the forward's tensor divisor never takes the mean)."""
+        if not isinstance(test, (ast.Compare, ast.UnaryOp)):
+            return None
+        none_if_true, given_if_true = none_tested(test, True), given_tested(test, True)
+        for name in {*none_if_true, *given_if_true}:
+            if not maybe_none(self.lookup(fr, name)):
+                return name in given_if_true  # ``x is None`` is False, ``x is not None`` True
+        return None
 
     def none_side(self, fr: Frame, test: ast.AST, truth: bool) -> tuple[Frame, frozenset[str]]:
         """The forward parameters known to be None on the ``truth`` side of ``test`` (see ``Analysis.division``):
@@ -146,21 +180,46 @@ class Guards:
         if floors and all(f and all(kind(e) in ("Z", "N", "C") for e in f) for f in floors):
             return subject
         if countish(subject):
+            if any(kind(e) == "F" for f in floors for e in f):
+                return frozenset({("U", f"line {line}: {what} with a floor below 1, which is 0 in an integer "
+                                        "count's dtype, after int(), or (1e-8) in fp16")})
             return frozenset({("U", f"line {line}: {what} with a floor the reading cannot prove positive")})
         return subject
 
+    def capped(self, fr: Frame, out: Val, cap: Val | None, line: int, what: str) -> Val:
+        """``out`` after a clamp's ``max`` as well: a cap that is not provably at least 1 may bring it to 0
+        (``clamp(min=1, max=0)`` is 0 everywhere)."""
+        if cap is None or cap == NONE or positive(cap) or not countish(out):
+            return out
+        return frozenset({("U", f"line {line}: {what} with a max the reading cannot prove at least 1")})
+
     def mutated(self, fr: Frame, recv_node: ast.AST, recv: Val, line: int, m: str) -> Val:
         """An in-place method on a value: facts about the name lapse; a count so changed is no longer judged."""
-        if isinstance(recv_node, ast.Name):
-            self.forget(fr, recv_node.id)
+        self.clobber(fr)
         counts = {e for e in recv if kind(e) in COUNT_KINDS}
         self.poisoned |= counts
+        if any(kind(e) in OPAQUE_KINDS for e in recv):
+            self.poisoned |= self.exposed  # an object the reading cannot name may hold a count stored away
         if not counts:
             return recv
         out = frozenset({("U", f"line {line}: the count is changed in place by .{m}()")})
         if isinstance(recv_node, ast.Name):
             fr.state.vars[recv_node.id] = out
         return out
+
+    def expose(self, vals: Iterable[Val]) -> None:
+        """Counts stored where the reading loses track of them: an in-place change of an unknown object may be
+        a change of them (``ctx.d = d; ctx.d.zero_()``)."""
+        if not self.muted:
+            self.exposed |= {e for v in vals for e in v if kind(e) in COUNT_KINDS}
+
+    @staticmethod
+    def clobber(fr: Frame) -> None:
+        """Something was changed in place (a tensor, or code of ours that may change any): every expression fact
+        and definition lapses. Views alias their base (``v = labels.view(-1); v[:] = -100`` re-masks ``labels``),
+        and the reading does not track which names share storage, so none of them is trusted any more."""
+        fr.state.facts = frozenset()
+        fr.state.defs = {}
 
     def forget(self, fr: Frame, name: str) -> None:
         """Drop the expression facts and definitions that mention ``name`` (it was rebound or mutated)."""
@@ -174,8 +233,8 @@ class Guards:
             k = kind(e)
             if k in ("C", "U"):
                 out.add(("G", fr.mod.file, line, f"{how} in {fr.label}"))
-            elif k in ("O", "P"):
-                out.add(("K", "any") if k == "O" else e)
+            elif k in ("O", "P", "Q"):
+                out.add(("K", "any") if k in ("O", "Q") else e)
             elif k == "Z":
                 continue  # cannot be zero here: this path is infeasible for that fact
             else:

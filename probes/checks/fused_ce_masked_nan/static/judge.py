@@ -13,10 +13,12 @@ import ast
 
 from .analysis import Analysis
 from .forward import locate, module_name
-from .syntax import LIBRARIES, param_names
+from .syntax import param_names
+from .tamper import forward_decorator, tampering
 from .values import (
     CE_PATH,
     CLASS_NAME,
+    NONE,
     OTHER,
     ZERO,
     Division,
@@ -58,7 +60,7 @@ def _judge(an: Analysis, fwd: Func, file: str | None) -> StaticVerdict:
     if callers:
         an.reset()
         for p in callers:
-            bound[p] = frozenset({("C", fwd.mod.file, fwd.node.lineno, p)})
+            bound[p] = frozenset({("C", fwd.mod.file, fwd.node.lineno, p), *NONE})  # given (maybe 0) or None
         verdict = _judged(an, fwd, bound, file, fline, where_fwd, callers)
     if where_fwd and not verdict.reason.startswith(CLASS_NAME):
         verdict = StaticVerdict(verdict.verdict, f"{CLASS_NAME}.forward{where_fwd}: {verdict.reason}", verdict.file,
@@ -69,12 +71,10 @@ def _judge(an: Analysis, fwd: Func, file: str | None) -> StaticVerdict:
 def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fline: int | None,
             where_fwd: str, callers: list[str]) -> StaticVerdict:
     entry = an.entry.file
-    for dec in fwd.node.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        val = an.ev_global(fwd.mod, target)
-        if not val or not all(kind(e) == "X" and e[1].split(".")[0] in LIBRARIES for e in val):
-            return StaticVerdict("unknown", f"{CLASS_NAME}.forward{where_fwd} is wrapped by @{ast.unparse(target)}, "
-                                 "which the reading does not follow", file, fline)
+    dec = forward_decorator(an, fwd)
+    if dec is not None:
+        return StaticVerdict("unknown", f"{CLASS_NAME}.forward{where_fwd} is wrapped by {dec}, which the reading "
+                             "does not follow", file, fline)
     try:
         an.run_func(fwd, bound, fwd.node.lineno)
     except (Unreadable, RecursionError) as exc:
@@ -100,6 +100,9 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
                     f"reaches {at}: a fully masked step with {src[3]} == 0 divides by 0 (zoo's trainer patch "
                     "sends a tensor 0 there; a guard for the None case alone does not cover it)", file, fline,
                     d.line if d.file == entry else None)
+            if d.note and src is not None and len(src) == 3 and src[2] == d.line:
+                return StaticVerdict("vulnerable", f"{d.note}, with no zero guard (an all-masked batch gives NaN)",
+                                     file, fline, d.line if d.file == entry else None)
             src_text = f"the label count from {_where(src[1], src[2], entry)}" if src else "a zero"
             also = [e[3] for e in counts if len(e) > 3]
             if also:
@@ -110,16 +113,37 @@ def _judged(an: Analysis, fwd: Func, bound: dict[str, Val], file: str | None, fl
             return StaticVerdict("vulnerable", f"{src_text} {at} (an all-masked batch divides by 0)",
                                  file, fline, evidence)
     for d in an.divisions:
-        opaque = [e[1] for e in d.divisor if kind(e) == "U"]
+        opaque = [e[1] for e in d.divisor if kind(e) in ("U", "Q")]
+        if d.divisor >= ZERO and not countish(d.divisor):
+            opaque.append("a zero the reading can see reaches it (not the label count: 0 / 0 whenever the loss is 0)")
+        if any(kind(e) == "F" for e in d.divisor):
+            opaque.append("the divisor may be a constant below 1, which is 0 in an integer count's dtype, after "
+                          "int(), or (1e-8) in fp16")
         if opaque:
             return StaticVerdict("unknown", f"the division at {_where(d.file, d.line, entry)} in {d.where}: "
                                  f"{sorted(opaque)[0]}", file, fline, d.line if d.file == entry else None)
+    lost = sorted({e for e in an.exposed if kind(e) in ("C", "U")}, key=str)
+    if an.unresolved:
+        file_, line, where, why = an.unresolved[0]
+        return StaticVerdict("unknown", f"the division at {_where(file_, line, entry)} in {where} is by {why}",
+                             file, fline, line if file_ == entry else None)
+    if lost and an.blind:
+        file_, line, where = an.blind[0]
+        return StaticVerdict("unknown", f"the division at {_where(file_, line, entry)} in {where} is by a value the "
+                             "reading cannot follow, and an unguarded count was stored where the reading loses it "
+                             "(an attribute, a container, code it cannot read): it may be that count", file, fline,
+                             line if file_ == entry else None)
     if an.escapes:
         e = an.escapes[0]
         return StaticVerdict("unknown", f"{_where(e.file, e.line, entry)} in {e.where}: the unguarded count "
                              f"escapes into {e.what}, so its division cannot be checked", file, fline,
                              e.line if e.file == entry else None)
     guarded = [d for d in an.divisions if countish(d.divisor)]
+    if guarded and an.foreign:
+        file_, line, where, path = an.foreign[0]
+        return StaticVerdict("unknown", f"{_where(file_, line, entry)} in {where} hands data to {path}() from another "
+                             "distribution, which may compute the loss (a stock mean over the labels) where the "
+                             "reading cannot see", file, fline, line if file_ == entry else None)
     if guarded:
         d = guarded[0]
         g = sorted(e for e in d.divisor if kind(e) == "G")[0]
@@ -157,6 +181,10 @@ def analyze_source(text: str, file: str | None = None, *,
         for fwd in located.forwards:
             an.reset()
             verdicts.append(_judge(an, fwd, file))
+        swapped = tampering(an, located.classes)
+        if swapped is not None:
+            return StaticVerdict("unknown", f"{CLASS_NAME}.forward may be replaced after its definition ({swapped}); "
+                                 "the forward that runs is not the one read", file, verdicts[0].forward_line)
     except (Unreadable, RecursionError) as exc:
         return StaticVerdict("unknown", f"cannot read {CLASS_NAME}.forward: {exc or 'too deeply nested'}", file)
     except Exception as exc:  # a release the reading trips on is a finding (unknown), not a failed scan

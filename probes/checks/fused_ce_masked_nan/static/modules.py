@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from .syntax import BUILTIN_NAMES, const_truth, is_class_ref, names_class, target_names
+from .tamper import forward_decorator
 from .values import EMPTY, OTHER, ClassInfo, Frame, Func, ModuleCtx, State, Val, join
 
 
@@ -122,6 +123,9 @@ class ModuleResolution:
                         return v
                 elif self.same_dist(star):
                     return frozenset({("R", f"{name} may come from 'from {star} import *', which cannot be read")})
+                elif name in BUILTIN_NAMES:
+                    return frozenset({("R", f"{name} may come from 'from {star} import *' (another distribution), "
+                                            "which may shadow the builtin")})
             if name in BUILTIN_NAMES:
                 return frozenset({("X", f"builtins.{name}")})
             return None
@@ -132,9 +136,17 @@ class ModuleResolution:
             vals = [*vals, v] if conditional else [v]
         return join(*vals)
 
+    def decorated(self, func: Func) -> Val:
+        """``func`` as its decorators leave it: itself under known library wrappers, else unresolved (a decorator
+        of the module may return another function, e.g. an identity in place of a floor)."""
+        why = forward_decorator(self, func)
+        if why is None:
+            return frozenset({func})
+        return frozenset({("R", f"{func.name} is wrapped by {why}, which the reading does not follow")})
+
     def bind_value(self, mod: ModuleCtx, name: str, stmt: ast.AST) -> Val:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return frozenset({Func(stmt, mod)})
+            return self.decorated(Func(stmt, mod))
         if isinstance(stmt, ast.ClassDef):
             return frozenset({ClassInfo(stmt, mod)})
         if isinstance(stmt, ast.Import):
@@ -198,7 +210,8 @@ class ModuleResolution:
         def walk(stmts: list[ast.stmt]) -> None:
             for s in stmts:
                 if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name:
-                    found.append(frozenset({Func(s, cls.mod)}))
+                    f = Func(s, cls.mod)
+                    found.append(frozenset({f}) if name == "forward" else self.decorated(f))  # judge.py: forward
                 elif isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets):
                     found.append(self.ev_global(cls.mod, s.value, self.class_scope(cls)))
                 elif isinstance(s, ast.If) and const_truth(s.test) is not False:

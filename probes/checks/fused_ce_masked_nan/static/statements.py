@@ -42,9 +42,11 @@ class Statements:
                 for t in target.elts:
                     self.assign(fr, t.value if isinstance(t, ast.Starred) else t, value, None)
         elif isinstance(target, ast.Attribute):
-            self.ev(fr, target.value)
-            if isinstance(target.value, ast.Name):
-                self.forget(fr, target.value.id)
+            base = self.ev(fr, target.value)
+            self.clobber(fr)
+            if countish(base) or any(kind(e) in ("O", "P", "R", "X") for e in base):
+                self.mutated(fr, target.value, base, target.lineno, f".{target.attr} =")  # ``d.data = zeros``
+            self.expose([value])
             self.escape(fr, target.lineno, f"stored as attribute .{target.attr}", [value])
         elif isinstance(target, ast.Subscript):
             self.ev(fr, target.slice)
@@ -57,7 +59,7 @@ class Statements:
                 proven, _ = nonzero_subjects(target.slice, False)
                 if base is target.value and positive(value) and any(dump(p) == dump(base) for p in proven):
                     # ``d[d == 0] = 1``: the zeros are replaced by a positive value, in place.
-                    self.forget(fr, base.id)
+                    self.clobber(fr)
                     st.vars[base.id] = self.nonzero(fr, current, target.lineno, "masked assignment of zero")
                     return
                 self.mutated(fr, base, current, target.lineno, "__setitem__")
@@ -65,11 +67,16 @@ class Statements:
                     st.vars[base.id] = join(st.vars.get(base.id, EMPTY), value)
             else:
                 self.ev(fr, base)
+                self.clobber(fr)  # ``labels.view(-1)[:] = x`` writes through a view
         elif isinstance(target, ast.Starred):
             self.assign(fr, target.value, value, None)
 
     def exec_stmt(self, fr: Frame, s: ast.stmt) -> bool:
         self.tick()
+        if fr.tries:  # an exception raised from here on lands in the handler with this state
+            snapshot = fr.state.copy()
+            for points in fr.tries:
+                points.append(snapshot)
         if isinstance(s, ast.Assign):
             if len(s.targets) == 1 and isinstance(s.targets[0], (ast.Tuple, ast.List)) and \
                     isinstance(s.value, (ast.Tuple, ast.List)):
@@ -87,6 +94,7 @@ class Statements:
             as_load = ast.fix_missing_locations(ast.copy_location(
                 _load_copy(s.target), s.target))
             v = self.binop(fr, s.op, as_load, s.value, s.lineno)
+            self.clobber(fr)  # ``t -= x`` on a tensor changes it in place, and every view of its storage
             self.assign(fr, s.target, v, None)
             return True
         if isinstance(s, ast.Expr):
@@ -110,13 +118,31 @@ class Statements:
         if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
             return self.try_(fr, s)  # type: ignore[arg-type]
         if isinstance(s, (ast.With, ast.AsyncWith)):
+            swallows = False
             for item in s.items:
                 v = self.ev(fr, item.context_expr)
+                # torch's contexts (no_grad, autocast, device) never swallow an exception; any other context
+                # manager may (``contextlib.suppress``, a ``@contextmanager`` with try/except around its yield).
+                ctx = item.context_expr
+                maker = self.ev(fr, ctx.func) if isinstance(ctx, ast.Call) else v
+                swallows |= not (maker and all(kind(e) == "X" and e[1].split(".")[0] == "torch" for e in maker))
                 if item.optional_vars is not None:
                     self.assign(fr, item.optional_vars, OTHER if not countish(v) else v, None)
-            return self.exec_block(fr, s.body)
+            if not swallows:
+                return self.exec_block(fr, s.body)
+            points: list[State] = []
+            fr.tries.append(points)
+            try:
+                falls = self.exec_block(fr, s.body)
+            finally:
+                fr.tries.pop()
+            joined = join_states([fr.state if falls else None, *points])
+            if joined is None:
+                return False
+            fr.state = joined
+            return True
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            fr.state.vars[s.name] = frozenset({Func(s, fr.mod, closure=fr)})
+            fr.state.vars[s.name] = self.decorated(Func(s, fr.mod, closure=fr, defaults=self.defaults_of(fr, s)))
             return True
         if isinstance(s, ast.ClassDef):
             fr.state.vars[s.name] = frozenset({ClassInfo(s, fr.mod)})
@@ -161,6 +187,8 @@ class Statements:
 
     def branch(self, fr: Frame, test: ast.AST, body: list[ast.stmt], orelse: list[ast.stmt]) -> bool:
         truth = const_truth(test)
+        if truth is None:
+            truth = self.none_truth(fr, test)
         if truth is True:
             return self.exec_block(fr, body)
         if truth is False:
@@ -238,11 +266,16 @@ class Statements:
 
     def try_(self, fr: Frame, s: ast.Try) -> bool:
         pre = fr.state.copy()
-        body_falls = self.exec_block(fr, s.body)
+        points: list[State] = []  # the state before each statement of the body: where an exception may leave it
+        fr.tries.append(points)
+        try:
+            body_falls = self.exec_block(fr, s.body)
+        finally:
+            fr.tries.pop()
         after_body = fr.state if body_falls else None
         ends: list[State | None] = []
         for h in s.handlers:
-            fr.state = join_states([pre, after_body]) or pre.copy()
+            fr.state = join_states([pre, *points, after_body]) or pre.copy()
             if h.type is not None:
                 self.ev(fr, h.type)
             if h.name:

@@ -26,17 +26,30 @@ MASKERS = {"ne", "eq", "gt", "ge", "lt", "le", "not_equal", "greater", "less", "
 CLAMPS = {"clamp", "clamp_min", "clip", "clamp_", "clamp_min_", "clip_"}
 TMAXES = {"maximum", "fmax"}
 DIVIDES = {"div", "div_", "divide", "divide_", "true_divide", "true_divide_", "floor_divide", "floor_divide_",
-           "remainder", "fmod", "__truediv__", "__rtruediv__", "__floordiv__"}
+           "remainder", "fmod", "__truediv__", "__floordiv__", "__mod__", "__itruediv__", "__ifloordiv__", "truediv",
+           "floordiv", "mod", "itruediv", "ifloordiv", "imod"}
+RDIVIDES = {"__rtruediv__", "__rfloordiv__", "__rmod__", "__rdiv__"}  # the receiver (first argument) divides
 RECIPROCALS = {"reciprocal", "reciprocal_", "rsqrt", "rsqrt_"}
 INSPECT = {"is_tensor", "is_floating_point", "numel", "dim", "ndimension", "size", "element_size", "isinstance",
            "hasattr", "getattr", "print", "str", "repr", "callable", "id", "type", "any", "all", "bool",
            "_assert", "is_grad_enabled", "tolist", "nelement", "get_device", "is_contiguous", "format",
            "debug", "info", "warning", "warn", "error", "exception", "critical", "log", "is_compiling"}
-WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "checkpoint", "cache", "lru_cache",
+WRAPPERS = {"compile", "disable", "grad_and_value", "grad", "vmap", "cache", "lru_cache",
             "staticmethod", "classmethod", "wraps", "no_grad", "inference_mode", "jit", "script"}
 LIBRARIES = {"torch", "math", "numpy", "functools", "builtins", "operator", "typing", "os", "sys", "logging",
              "warnings", "inspect", "itertools", "contextlib", "dataclasses", "triton"}
 BUILTIN_NAMES = set(dir(builtins))
+# Losses whose default reduction is the mean over unmasked labels: (position of ``reduction``, positions of the
+# legacy ``size_average`` / ``reduce`` arguments).
+MEAN_LOSSES = {"cross_entropy": (6, (3, 5)), "nll_loss": (6, (3, 5)), "CrossEntropyLoss": (4, (1, 3)),
+               "NLLLoss": (4, (1, 3))}
+REFLECTIVE = {"exec", "eval", "globals", "locals", "vars", "__import__"}  # builtins that reach any name
+INPLACE_DUNDERS = {"__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+                   "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
+
+
+def strip_starred(node: ast.AST) -> ast.AST:
+    return node.value if isinstance(node, ast.Starred) else node
 
 
 def num(node: ast.AST) -> float | None:
@@ -147,3 +160,8 @@ def names_class(scope: ast.AST) -> bool:
         if (isinstance(n, ast.Name) and n.id == CLASS_NAME) or (isinstance(n, ast.Attribute) and n.attr == CLASS_NAME):
             return True
     return False
+
+
+def declared_in_nested(node: ast.AST, decl: type[ast.Global] | type[ast.Nonlocal]) -> set[str]:
+    """Names a ``global`` / ``nonlocal`` statement declares anywhere inside ``node`` (nested scopes included)."""
+    return {name for n in ast.walk(node) if isinstance(n, decl) for name in n.names}

@@ -41,7 +41,10 @@ class StaticVerdict:
 #   ("C", file, line, name)  the caller's count: forward parameter ``name`` (``n_items``), which may be 0
 #   ("G", file, line, how)   a count after a recognised zero guard at file:line
 #   ("U", reason)            a count that went through something the reading cannot judge
-# Other facts: ("K", "num"|"tensor"|"any") positive; ("Z",) zero; ("N",) negative; ("O",) anything else; ("B",) a
+# Other facts: ("K", "num"|"tensor"|"any") positive (a constant at least 1); ("F",) a constant in (0, 1), which is
+# 0 after int() or in an integer count's dtype, and 1e-8 is 0 in fp16; ("Z",) zero; ("N",) negative; ("None",) None;
+# ("T", text) a string constant; ("Q", reason) a sum over something that is not a recognised mask (maybe a
+# count in another spelling); ("O",) anything else (None included); ("B",) a
 # comparison mask; ("S",) a masked selection; ("P", name) a forward parameter; ("M", dotted) a module
 # of the distribution; ("X", dotted) something from another distribution; ("R", reason) a name that
 # cannot be resolved; Func and ClassInfo objects.
@@ -54,6 +57,8 @@ MASK: Val = frozenset({("B",)})
 SEL: Val = frozenset({("S",)})
 POS_NUM: Val = frozenset({("K", "num")})
 POS_TENSOR: Val = frozenset({("K", "tensor")})
+FRAC: Val = frozenset({("F",)})
+NONE: Val = frozenset({("None",)})
 EMPTY: Val = frozenset()
 COUNT_KINDS = {"C", "G", "U"}
 
@@ -75,6 +80,21 @@ def join(*vals: Val) -> Val:
     for v in vals:
         out |= v
     return frozenset(out)
+
+
+NOT_NONE_KINDS = {"C", "G", "K", "F", "Z", "N", "B", "S", "T", "Q", "Func", "ClassInfo", "M"}
+
+
+def maybe_none(v: Val) -> bool:
+    """The value may be None: a fact says so, or says nothing about it (a parameter, an opaque value)."""
+    return not v or any(kind(e) not in NOT_NONE_KINDS for e in v)
+
+
+def number(n: float) -> Val:
+    """A numeric constant: positive only from 1 up (a fraction is a floor some dtype or ``int()`` makes 0)."""
+    if n >= 1:
+        return POS_NUM
+    return FRAC if n > 0 else (ZERO if n == 0 else NEG)
 
 
 def positive(v: Val, *, tensor_only: bool = False) -> bool:
@@ -110,6 +130,7 @@ class Func:
     closure: Frame | None = None
     pre_args: tuple[Val, ...] = ()
     pre_kw: tuple[tuple[str, Val], ...] = ()
+    defaults: tuple[tuple[str, Val], ...] | None = None  # evaluated where a nested def / lambda was made
 
     @property
     def name(self) -> str:
@@ -160,6 +181,7 @@ class Frame:
     label: str
     returns: list[Val] = field(default_factory=list)
     loops: list[tuple[list[State], list[State]]] = field(default_factory=list)  # (breaks, continues)
+    tries: list[list[State]] = field(default_factory=list)  # states where an enclosing handler may take over
     class_scope: dict[str, Val] | None = None
 
 
@@ -169,6 +191,7 @@ class Division:
     line: int
     where: str
     divisor: Val
+    note: str = ""  # what divides, when it is not a written ``/`` (the stock mean of cross_entropy)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,28 @@
+# expect: unknown -- sys.modules[__name__]._floor is rebound to an identity after the helper's definition
+# category: replaced-after-definition
+# ruff: noqa
+import torch
+import sys
+
+
+def _floor(d):
+    return d.clamp(min=1)
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        divisor = n_items if n_items is not None else (labels != ignore_index).sum()
+        divisor = _floor(divisor)
+        loss = loss / divisor
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None
+
+
+sys.modules[__name__]._floor = lambda d: d

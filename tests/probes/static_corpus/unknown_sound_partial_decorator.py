@@ -1,0 +1,31 @@
+# expect: unknown -- forward is decorated with functools.partial(wrapper): the wrapper replaces it with an unguarded forward
+# category: replaced-after-definition
+# ruff: noqa
+import torch
+import functools
+
+def _raw_forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+    labels = labels.view(-1)
+    loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+    return loss / (n_items if n_items is not None else (labels != -100).sum())
+
+
+def _use_raw(f):
+    return _raw_forward
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    @functools.partial(_use_raw)
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        divisor = n_items if n_items is not None else (labels != ignore_index).sum()
+        divisor = divisor.clamp(min=1)
+        loss = loss / divisor
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None

@@ -1,0 +1,21 @@
+# expect: vulnerable -- max() floors the label count but the caller's count is divided
+# category: other
+# ruff: noqa
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        count = (labels != ignore_index).sum()
+        count = max(count, 1)
+        divisor = n_items if n_items is not None else (labels != ignore_index).sum()
+        loss = loss / divisor
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None

@@ -1,0 +1,26 @@
+# expect: vulnerable -- a nested helper re-masks a closure view of labels after the zero test
+# category: labels-remasked-via-view
+# ruff: noqa
+import torch
+
+
+class UnslothFusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loss_function, hidden_states, lm_head_weight, lm_head_bias, labels, mask=None, n_items=None):
+        ignore_index = -100
+        labels = labels.view(-1)
+        loss = torch.nn.functional.cross_entropy(hidden_states @ lm_head_weight.t(), labels, reduction="sum")
+        if (labels != ignore_index).sum() == 0:
+            return loss * 0.0
+        view = labels.view(-1)
+
+        def remask():
+            view[:] = ignore_index
+
+        remask()
+        loss = loss / (labels != ignore_index).sum()
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None, grad_output, None, None, None, None, None
