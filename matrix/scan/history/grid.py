@@ -36,9 +36,25 @@ def table_class(table: dict[str, Any]) -> str:
     return _digest(table)
 
 
+def breaks_at(pair: dict[str, Any]) -> str | None:
+    """Where an incompatible pair breaks: the judgment's ``breaks_at`` (``import`` or ``model-load``), None for
+    any other verdict. A pair judged before the judgment had the key broke at import (that was what
+    ``incompatible`` meant), so one without it reads ``import``."""
+    if pair.get("verdict") != "incompatible":
+        return None
+    return pair.get("breaks_at") or "import"
+
+
+def breaking(pair: dict[str, Any]) -> list[dict[str, Any]]:
+    """The missing names that break the pair where it breaks (all of them when none matches)."""
+    where = breaks_at(pair)
+    missing = pair.get("missing", [])
+    return [m for m in missing if m.get("breaks") == where] or missing
+
+
 def trimmed(result: dict[str, Any]) -> dict[str, Any]:
     """A pair's evidence cut to a size a 10,000-pair JSON can carry (the counts stay whole)."""
-    return {"verdict": result["verdict"], "missing_count": len(result["missing"]),
+    return {"verdict": result["verdict"], "breaks_at": result.get("breaks_at"), "missing_count": len(result["missing"]),
             "unknown_count": len(result["unknown"]),
             "missing": [{**m, "where": m["where"][:EVIDENCE_PLACES]} for m in result["missing"][:EVIDENCE_NAMES]],
             "unknown": [{**u, "where": u["where"][:1]} for u in result["unknown"][:3]]}

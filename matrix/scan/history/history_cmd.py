@@ -10,8 +10,9 @@ from pathlib import Path
 
 from matrix.errors import EXIT_OK
 from matrix.scan.cache import write_atomic
+from matrix.scan.history import atlas
 from matrix.scan.history.history_confirm import DEFAULT_MAX, confirm
-from matrix.scan.history.history_page import heatmap, markdown
+from matrix.scan.history.history_page import headline, heatmap, markdown
 from matrix.scan.history.history_run import HistoryOptions, run
 from matrix.spec.settings import scan_cache_dir
 
@@ -27,6 +28,10 @@ def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="use the cached index pages")
     p.add_argument("--no-scan", dest="scan", action="store_false",
                    help="leave out the other checks' scan verdicts (each reads every zoo release once more)")
+    p.add_argument("--floor-only", dest="resolve", action="store_false",
+                   help="what a plain install gets without uv: the newest zoo above unsloth's floor (ignores TRL and "
+                        "transformers caps; labelled floor-only). Default: `uv pip compile unsloth==X` per release, "
+                        "cached per release and index state")
     p.add_argument("--confirm", action="store_true",
                    help="confirm the boundary pairs and one pair per equivalence class at runtime: each installed "
                         "into a throwaway env and imported on CPU (see --confirm-max)")
@@ -48,12 +53,13 @@ def write(doc: dict, folder: Path) -> list[Path]:
 def main(argv: list[str], out: Path) -> int:
     args = parser().parse_args(argv)
     doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
-                             workers=args.workers, offline=args.offline, scan=args.scan))
+                             workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
     if args.confirm:
-        doc = confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print)
+        doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
     doc["stats"]["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB
     for path in write(doc, args.output or out):
         print(f"wrote {path}")
-    for line in doc["lines"][-5:]:
-        print(line)
+    print(headline(doc))
+    for a in doc["atlas"][-5:]:
+        print(a["line"])
     return EXIT_OK
