@@ -44,7 +44,7 @@ def scan_columns(zoo_versions: list[str], unsloth_versions: list[str], offline: 
         guarded = checks.capability(name, "scan").guard is not None and bool(unsloth_versions)
         doc = scan.run(scan.ScanOptions(zoo=_range(zoo_versions), skip_unsloth=not guarded, offline=offline,
                                         unsloth=_range(unsloth_versions) if guarded else "", check=cid),
-                       cache=cache, log=lambda _m: None)
+                       cache=cache, log=lambda m, cid=cid: log(f"scan {cid}: {m}"))  # progress of reads
         rows = [z for z in doc["zoo"] if z["version"] in zoo_versions]
         col: dict[str, Any] = {
             "zoo": {z["version"]: z["verdict"] for z in rows},
