@@ -140,3 +140,15 @@ def test_a_judgment_without_breaks_at_still_renders_an_incompatible_pair_as_brea
 def test_releases_are_named_as_runs_of_consecutive_releases() -> None:
     order = ["1", "2", "3", "4", "5", "6"]
     assert runs(["5", "1", "2", "3"], order) == "1 … 3 (3), 5"
+
+
+def test_no_uv_on_the_host_falls_back_to_the_floor(tmp_path: Path, monkeypatch) -> None:
+    from matrix.errors import SkewmatrixError
+
+    def missing() -> str:
+        raise SkewmatrixError("uv: not found. Install it with `pip install uv`")
+
+    monkeypatch.setattr(plain_install, "uv_bin", missing)
+    got = resolve(tmp_path, plain_install.resolve_with_uv("unsloth", "unsloth_zoo"))
+    assert got["10"]["resolved_by"] == "floor-only" and got["10"]["reason"].startswith("uv: not found")
+    assert not list(tmp_path.rglob("*.in"))  # no requirement file left behind

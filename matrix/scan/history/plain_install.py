@@ -31,6 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from matrix.envs.tools import run_tool, uv_bin
+from matrix.errors import SkewmatrixError
 from matrix.scan.cache import read_json, write_atomic
 
 PYTHON = "3.11"
@@ -84,11 +85,15 @@ def resolve_with_uv(project: str, referred: str) -> Resolver:
     """The real resolver: ``uv pip compile`` of ``project==version`` (see the module docstring)."""
 
     def resolve(version: str, workdir: Path) -> Answer:
+        try:
+            uv = uv_bin()
+        except SkewmatrixError as exc:  # no uv: no answer, the caller falls back to the floor
+            return {"error": str(exc)}
         workdir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", suffix=".in", dir=workdir, delete=False) as fh:
             fh.write(f"{project}=={version}\n")
         try:
-            ran = run_tool([uv_bin(), "pip", "compile", fh.name, "--python-version", PYTHON, "--python-platform",
+            ran = run_tool([uv, "pip", "compile", fh.name, "--python-version", PYTHON, "--python-platform",
                             PLATFORM, "--no-header", "--no-annotate", "--quiet"], timeout=TIMEOUT_S)
         finally:
             Path(fh.name).unlink(missing_ok=True)
