@@ -76,6 +76,7 @@ def test_the_atlas_renders_in_the_markdown_and_the_heatmap_marks_unguarded_hazar
     doc = atlas.attach(document())
     md = markdown(doc)
     assert f"- {doc['atlas'][0]['line']}" in md
+    assert f"- {C1}: fixed 2, vulnerable 3; guard in unsloth: absent 1, present 1" in md
     page = heatmap(doc)
     row10 = page[page.index("<tr><th>10</th>"):page.index("</tr>", page.index("<tr><th>10</th>"))]
     row11 = page[page.index("<tr><th>11</th>"):page.index("</tr>", page.index("<tr><th>11</th>"))]

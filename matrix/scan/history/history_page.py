@@ -47,9 +47,21 @@ def markdown(doc: dict[str, Any]) -> str:
             out.append(f"- {cid}: {col['na']}")
         else:
             c = Counter(col["zoo"].values())
-            out.append(f"- {cid}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())))
+            out.append(f"- {cid}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())) + _scan_tail(col))
     out += ["", f"Runtime: {doc['runtime']}", "", *confirmed_section(doc)]
     return "\n".join(out)
+
+
+def _scan_tail(col: dict[str, Any]) -> str:
+    """The boundary and the guards of one scan column, in words (empty for a column without them)."""
+    t = col.get("timeline") or {}
+    out = f"; fixed since zoo {t['fixed_since']} ({t.get('fixed_since_confirmed_by')})" if t.get("fixed_since") else ""
+    if col.get("guard"):
+        states = Counter(g["state"] for g in col["guard"].values())
+        out += "; guard in unsloth: " + ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
+    elif col.get("guard_na"):
+        out += f"; guard {col['guard_na']}"
+    return out
 
 
 def plain_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
