@@ -1,7 +1,7 @@
 """The history matrix: every unsloth release x every zoo release of a window, judged from source alone.
 
-``skewmatrix history`` / ``nox -s history -- --unsloth SPEC --zoo SPEC [--all] [--floor-only]``. The pair reader comes from
-the registry (the first check that declares ``pairs.py``); releases are listed and read through the scan's
+``skewmatrix history`` / ``nox -s history -- --unsloth SPEC --zoo SPEC [--all] [--floor-only]``. The pair reader
+comes from the registry (the first check that declares ``pairs.py``); releases are listed and read through the scan's
 index client, fetcher and cache (``matrix.scan``), one analysis per release digest. Modules:
 
 * ``readers``: the window and reading each release once;

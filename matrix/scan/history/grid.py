@@ -60,6 +60,10 @@ def trimmed(result: dict[str, Any]) -> dict[str, Any]:
             "unknown": [{**u, "where": u["where"][:1]} for u in result["unknown"][:3]]}
 
 
+def _interned(entries: list[dict[str, Any]], seen: dict[str, Any]) -> list[dict[str, Any]]:
+    return [seen.setdefault(json.dumps(e, sort_keys=True), e) for e in entries]
+
+
 def judge_all(t: PairTarget, uns: list[dict[str, Any]], zoo: list[dict[str, Any]]) -> dict[str, Any]:
     """``{"pairs": [...], "classes": [...]}`` for rows ``{"version", "refs"|None, "plain", ...}`` and
     ``{"version", "table"|None, ...}`` (a row without its analysis gives ``unknown`` with the read error)."""
@@ -68,6 +72,7 @@ def judge_all(t: PairTarget, uns: list[dict[str, Any]], zoo: list[dict[str, Any]
     ucls = {u["version"]: refs_class(u["refs"]) for u in uns if u.get("refs") is not None}
     by_class: dict[tuple[str, str], dict[str, Any]] = {}
     members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    seen: dict[str, Any] = {}  # one object per distinct evidence entry: ``--all``'s 50,000 pairs repeat a few thousand
     pairs = []
     for u in uns:
         for z in zoo:
@@ -83,7 +88,9 @@ def judge_all(t: PairTarget, uns: list[dict[str, Any]], zoo: list[dict[str, Any]
             if result["verdict"] != "compatible" and members.get(key):
                 result = t.judge(u["refs"], prepared[z["version"]])  # its own lines
             members.setdefault(key, []).append((u["version"], z["version"]))
-            pairs.append({**base, **trimmed(result), "class": f"{key[0]}x{key[1]}"})
+            tr = trimmed(result)
+            tr["missing"], tr["unknown"] = _interned(tr["missing"], seen), _interned(tr["unknown"], seen)
+            pairs.append({**base, **tr, "class": seen.setdefault(f"{key[0]}x{key[1]}", f"{key[0]}x{key[1]}")})
     classes = [{"id": f"{k[0]}x{k[1]}", "verdict": by_class[k]["verdict"], "pairs": len(v), "example": list(v[0])}
                for k, v in members.items()]
     return {"pairs": pairs, "classes": classes}
