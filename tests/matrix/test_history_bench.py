@@ -26,3 +26,17 @@ def test_a_run_over_the_memory_target_is_not_met_and_the_load_is_recorded(
     assert got["cold"]["load_avg"] == {"before": [3.5, 2.0, 1.0], "after": [3.5, 2.0, 1.0]}
     out = capsys.readouterr().out
     assert "peak RSS 1500.0 MiB (target < 1024 MiB: NOT met)" in out and "load average 3.5 -> 3.5" in out
+
+
+def test_the_peak_is_the_whole_runs_as_the_command_prints_it_after_writing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def timed(argv: list[str], env: dict[str, str], log: Path) -> dict:
+        folder = Path(argv[argv.index("-o") + 1])
+        (folder / "history.json").write_text(json.dumps({"pairs": [], "stats": {"peak_rss_mib": 600.0}}))
+        log.write_text("wrote history.json\npeak RSS 1100.5 MiB\n")  # the document was measured before writing
+        return {"seconds": 10.0, "returncode": 0}
+
+    monkeypatch.setattr(history_bench, "timed", timed)
+    history_bench.bench_history(["history"], tmp_path)
+    got = json.loads((tmp_path / "bench-history.json").read_text())
+    assert got["warm"]["peak_rss_mib"] == 1100.5 and got["warm"]["met"] is False

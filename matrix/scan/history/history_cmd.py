@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from matrix.errors import EXIT_OK
@@ -15,6 +18,10 @@ from matrix.scan.history.history_confirm import DEFAULT_MAX, confirm
 from matrix.scan.history.history_page import headline, heatmap, markdown
 from matrix.scan.history.history_run import HistoryOptions, run
 from matrix.spec.settings import scan_cache_dir
+
+
+def peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # ru_maxrss: KiB on Linux
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
@@ -41,10 +48,35 @@ def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
     return p
 
 
+def json_chunks(doc: dict) -> Iterator[str]:
+    """``doc`` as JSON in pieces, each long list item by item: encoding an ``--all`` document (50,000 pairs, about
+    100 MB) in one string would double the run's peak memory."""
+    yield "{"
+    for i, (key, value) in enumerate(doc.items()):
+        yield ("," if i else "") + json.dumps(key) + ":"
+        if isinstance(value, list) and len(value) > 100:
+            yield "[" + ",".join(json.dumps(x) for x in value[:1])
+            for x in value[1:]:
+                yield "," + json.dumps(x)
+            yield "]"
+        else:
+            yield json.dumps(value)
+    yield "}\n"
+
+
+def write_json(path: Path, doc: dict) -> None:
+    """Replace ``path`` with ``doc`` in one step (see ``matrix.scan.cache.write_atomic``), written in pieces."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                     delete=False) as fh:
+        fh.writelines(json_chunks(doc))
+    os.chmod(fh.name, 0o644)
+    os.replace(fh.name, path)
+
+
 def write(doc: dict, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     out = [folder / "history.json", folder / "history.md", folder / "history.html"]
-    write_atomic(out[0], json.dumps(doc, indent=1))
+    write_json(out[0], doc)
     write_atomic(out[1], markdown(doc))
     write_atomic(out[2], heatmap(doc))
     return out
@@ -56,9 +88,10 @@ def main(argv: list[str], out: Path) -> int:
                              workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
     if args.confirm:
         doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
-    doc["stats"]["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB
+    doc["stats"]["peak_rss_mib"] = peak_rss_mib()  # before writing; the line below says the whole run's
     for path in write(doc, args.output or out):
         print(f"wrote {path}")
+    print(f"peak RSS {peak_rss_mib()} MiB")
     print(headline(doc))
     for a in doc["atlas"][-5:]:
         print(a["line"])

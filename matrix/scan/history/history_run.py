@@ -5,6 +5,8 @@ window -> metadata (floors, zoo caps) -> the other checks' scan verdicts and gua
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +20,7 @@ from packaging.version import Version
 
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient, redact
-from matrix.scan.cache import ScanIndex
+from matrix.scan.cache import ScanIndex, read_json, write_atomic
 from matrix.scan.fetch import Fetcher
 from matrix.scan.history import atlas, grid, hazards, metadata_caps, plain_install, readers
 from matrix.scan.terms import Want
@@ -47,6 +49,32 @@ def _spec(value: str, flag: str) -> str:
     except InvalidSpecifier as exc:
         raise SkewmatrixError(f"{flag} {value!r}: not a PEP 440 specifier set (e.g. '>=2026.1'): {exc}") from exc
     return value
+
+
+class RowCache:
+    """Whole judged rows between runs (``<scan cache>/history-grid/``): one file per unsloth release, keyed by the
+    reader's code, the release's file and the zoo window (each release's version and file digest), so a warm run
+    judges nothing and any change of reader, release or window judges again."""
+
+    def __init__(self, cache: Path, reader_key: str, zoo: list[dict[str, Any]]) -> None:
+        self.folder = cache / "history-grid"
+        self.base = json.dumps([reader_key, [(z["version"], z.get("sha256")) for z in zoo]])
+
+    def _path(self, u: dict[str, Any]) -> Path | None:
+        if not u.get("sha256"):
+            return None
+        key = hashlib.sha256(f"{self.base}|{u['version']}|{u['sha256']}|{u.get('plain')}".encode()).hexdigest()
+        return self.folder / f"{key[:24]}.json"
+
+    def get(self, u: dict[str, Any]) -> list[dict[str, Any]] | None:
+        path = self._path(u)
+        got = read_json(path) if path is not None else None
+        return got if isinstance(got, list) else None
+
+    def put(self, u: dict[str, Any], pairs: list[dict[str, Any]]) -> None:
+        path = self._path(u)
+        if path is not None:
+            write_atomic(path, json.dumps(pairs))
 
 
 def since_zoo(uns: list[readers.Listed], zoo_all: list[readers.Listed]) -> tuple[list[readers.Listed], str | None]:
@@ -140,7 +168,7 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
         urows.append({"version": u.version, "uploaded": u.uploaded, "sha256": g.get("sha256"),
                       "refs": g.get("analysis"), "error": g.get("error"), **meta,
                       "plain_pick": pick, "plain_install": answer})
-    judged = grid.judge_all(t, urows, zrows)
+    judged = grid.judge_all(t, urows, zrows, RowCache(cache, key, zrows))
     extra = (plain_pairs(t, urows, {z["version"] for z in zrows}, zoo_all, zw, fetcher, opts.workers, log)
              if opts.plain_pairs else [])
     lines = [grid.release_line(u["version"], judged["pairs"]) for u in urows]
