@@ -80,5 +80,6 @@ def test_the_atlas_renders_in_the_markdown_and_the_heatmap_marks_unguarded_hazar
     page = heatmap(doc)
     row10 = page[page.index("<tr><th>10</th>"):page.index("</tr>", page.index("<tr><th>10</th>"))]
     row11 = page[page.index("<tr><th>11</th>"):page.index("</tr>", page.index("<tr><th>11</th>"))]
-    assert row10.count(f'data-hazard="{C1}"') == 3 and row10.count(f'data-hazard="{C2}"') == 1  # 1.0 … 2.5; 4.0
+    # C1 on 2.0 … 2.5 (zoo 1.0 breaks at import: it never reaches the hazard), C2 on 4.0
+    assert row10.count(f'data-hazard="{C1}"') == 2 and row10.count(f'data-hazard="{C2}"') == 1
     assert row11.count("data-hazard") == 1  # the guard is present in 11: only the hazard no guard exists for

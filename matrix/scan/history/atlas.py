@@ -55,7 +55,9 @@ def spans(unsloth: str, pairs: list[dict[str, Any]], scan: dict[str, Any]) -> li
     rows = sorted(pairs, key=lambda p: Version(p["zoo"]))
     out: list[dict[str, Any]] = []
     for p in rows:
-        state = (p["verdict"], breaks_at(p), hazards_at(scan, unsloth, p["zoo"]))
+        # a pair that breaks never reaches a hazard: its spans merge whatever the scan says
+        hz = () if p["verdict"] == "incompatible" else hazards_at(scan, unsloth, p["zoo"])
+        state = (p["verdict"], breaks_at(p), hz)
         if out and out[-1]["state"] == state:
             out[-1]["to"], out[-1]["last"] = p["zoo"], p
             continue
