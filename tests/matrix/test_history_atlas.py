@@ -35,9 +35,10 @@ def document() -> dict:
                                                         for v in ("2.0", "2.5", "3.0", "4.0")]
     judged = grid.judge_all(TARGET, uns, zoo)
     scan = {C1: {"zoo": {"1.0": "vulnerable", "2.0": "vulnerable", "2.5": "vulnerable", "3.0": "fixed", "4.0": "fixed"},
-                 "confirmed": {"2.5": "vulnerable"}, "guard": {"10": {"state": "absent"}, "11": {"state": "present"}}},
+                 "confirmed": {"2.5": "vulnerable"}, "guard": {"10": {"state": "absent"}, "11": {"state": "present"}},
+                 "meaning": checks.info(GUARDED).zoo_meaning},
             C2: {"zoo": {"1.0": "absent", "2.0": "absent", "2.5": "absent", "3.0": "absent", "4.0": "vulnerable"},
-                 "confirmed": {}, "guard_na": "n/a: names no guard"},
+                 "confirmed": {}, "guard_na": "n/a: names no guard", "meaning": checks.info(UNGUARDED).zoo_meaning},
             "no-scan-check": {"na": "n/a: declares no scan target"}}
     plain = {"resolved_by": "uv", "zoo": "2.5", "with": {}}
     return {"check": "x", "newest_zoo": "4.0", "pairs": judged["pairs"], "scan": scan, "zoo": [],
@@ -60,7 +61,8 @@ def test_one_line_per_release_pins_the_newest_span_with_no_known_hazard_and_name
     assert [(s["from"], s["to"], s["verdict"], s["breaks_at"]) for s in spans] == [
         ("1.0", "1.0", "incompatible", "import"), ("2.0", "2.5", "compatible", None),
         ("3.0", "3.0", "compatible", None), ("4.0", "4.0", "compatible", None)]
-    assert spans[1]["hazards"] == [{"check": C1, "verdict": "vulnerable", "guard": "absent", "confirmed": ["2.5"]}]
+    assert spans[1]["hazards"] == [{"check": C1, "verdict": "vulnerable", "guard": "absent", "meaning": M1,
+                                    "confirmed": ["2.5"]}]
 
 
 def test_a_release_with_a_hazard_everywhere_has_nothing_to_pin() -> None:

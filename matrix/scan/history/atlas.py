@@ -2,9 +2,10 @@
 
 Per pair it joins the pair reader's verdict (names and calls: works, degraded, breaks at import or at model
 load), each other check's scan verdict for that zoo release (its hazard, in the words of the check's own
-``INFO.zoo_meaning``, and whether the scan's runtime run confirmed it), and whether this unsloth release carries
-that check's guard (the scan's unsloth side). Consecutive zoo releases with the same verdict, the same place of
-breaking and the same hazards form one span; the line lists the spans newest first, the newest span that works
+``INFO.zoo_meaning``, which the scan column carries as ``meaning``, and whether the scan's runtime run
+confirmed it), and whether this unsloth release carries that check's guard (the scan's unsloth side).
+Consecutive zoo releases with the same verdict, the same place of breaking and the same hazards (none for a
+pair that breaks) form one span; the line lists the spans newest first, the newest span that works
 with no known hazard as the one to pin:
 
     unsloth X: pin zoo A … B (works, no known hazard); zoo C … D works but <hazard> (<check>; no guard in X);
@@ -21,7 +22,6 @@ from typing import Any
 from packaging.version import Version
 
 from matrix.scan.history.grid import breaking, breaks_at
-from probes import checks
 
 HARMLESS = ("fixed", "absent")  # scan verdicts that are no hazard
 BREAKS = {"import": "breaks at import", "model-load": "breaks at model load"}
@@ -45,9 +45,6 @@ def hazards_at(scan: dict[str, Any], unsloth: str, zoo: str) -> tuple[tuple[str,
     return tuple(out)
 
 
-def _meaning(cid: str, verdict: str) -> str:
-    name = checks.folder_of(cid)
-    return checks.info(name).zoo_meaning.get(verdict, verdict) if name else verdict
 
 
 def spans(unsloth: str, pairs: list[dict[str, Any]], scan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,7 +60,7 @@ def spans(unsloth: str, pairs: list[dict[str, Any]], scan: dict[str, Any]) -> li
             continue
         out.append({"state": state, "from": p["zoo"], "to": p["zoo"], "last": p})
     return [{"from": s["from"], "to": s["to"], "verdict": s["state"][0], "breaks_at": s["state"][1],
-             "hazards": [{"check": c, "verdict": v, "guard": g,
+             "hazards": [{"check": c, "verdict": v, "guard": g, "meaning": scan[c].get("meaning", {}).get(v),
                           "confirmed": [z for z in scan[c].get("confirmed", {}) if _within(z, s["from"], s["to"])]}
                          for c, v, g in s["state"][2]],
              "names": [m["name"] for m in breaking(s["last"])[:2]],
@@ -81,7 +78,7 @@ def _zoo(s: dict[str, Any]) -> str:
 
 def _hazard_text(h: dict[str, Any], unsloth: str) -> str:
     how = f", runtime-confirmed at zoo {', '.join(h['confirmed'][:2])}" if h["confirmed"] else ""
-    return f"{_meaning(h['check'], h['verdict'])} ({h['check']}{how}; {guard_words(h['guard'], unsloth)})"
+    return f"{h.get('meaning') or h['verdict']} ({h['check']}{how}; {guard_words(h['guard'], unsloth)})"
 
 
 def span_text(s: dict[str, Any], unsloth: str) -> str:

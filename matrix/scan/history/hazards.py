@@ -5,8 +5,9 @@ with a scan target (a check without one is ``n/a`` with the registry's reason).
 Per check the column keeps its own evidence: ``zoo`` (version -> the scan's static verdict), ``confirmed``
 (the releases whose verdict a runtime run established, from the scan's ``confirmed_by``), ``timeline`` (the
 scan's boundary: ``fixed_since``, ``last_vulnerable``, each with how it was established), ``declared_fix``
-(the check's ``FIX``, against that boundary), and ``guard`` (unsloth version -> ``{"state", "evidence"}`` from
-the scan's unsloth side) or ``guard_na`` when the check's scan target names no guard.
+(the check's ``FIX``, against that boundary), ``meaning`` (its own words per verdict, ``INFO.zoo_meaning``),
+and ``guard`` (unsloth version -> ``{"state", "evidence"}`` from the scan's unsloth side) or ``guard_na`` when
+the check's scan target names no guard.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def scan_columns(zoo_versions: list[str], unsloth_versions: list[str], offline: 
             "zoo": {z["version"]: z["verdict"] for z in rows},
             "confirmed": {z["version"]: z["verdict"] for z in rows if z.get("confirmed_by") == "runtime"},
             "timeline": {k: doc["timeline"].get(k) for k in TIMELINE_KEYS},
-            "declared_fix": doc.get("declared_fix")}
+            "declared_fix": doc.get("declared_fix"),
+            "meaning": dict(checks.info(name).zoo_meaning)}  # the check's own words for each verdict
         if guarded:
             keep = set(unsloth_versions)
             col["guard"] = {u["version"]: {"state": u["guard"]["state"], "evidence": u["guard"]["evidence"][:1]}
