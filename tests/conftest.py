@@ -34,7 +34,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_grpo_matrix.py",  # 355: seven grpo-normalizer-nan cells, one GRPO run
     "tests/faults/test_real_faults.py",  # 210
     "tests/scan/test_confirm_integration.py",  # 130: two boundaries (fused, GRPO), four throwaway envs
-    "tests/integration/test_pair_history.py",  # 125: five wheels read, no env; --confirm: three throwaway envs
+    "tests/integration/test_pair_history.py",  # 145: eight wheels, one uv pip compile (20 s); --confirm: three envs
     "tests/integration/test_exit_codes.py",  # 115
     "tests/integration/test_eval_route.py",  # 100: two cells, one zoo backport at the floor and middle stacks
     "tests/integration/test_train_real.py",  # 70
