@@ -142,7 +142,7 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
     if opts.everything and not opts.unsloth:
         uns, since = since_zoo(uns, zoo_all)
     log(f"history: {len(uns)} {t.referrer} x {len(zoo)} {t.referred} release(s) = {len(uns) * len(zoo)} pair(s)")
-    state = index_state(index, zoo_all, t.referred)
+    state = index_state(index, zoo_all, t.referred) if opts.resolve else {}  # --floor-only: no index read for it
     if opts.resolve and resolver is None and not opts.offline:
         resolver = plain_install.resolve_with_uv(t.referrer, t.referred)
     uw = readers.want(t.referrer, t.references, key)
