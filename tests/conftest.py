@@ -34,8 +34,8 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_default_matrix.py",  # 385
     "tests/faults/test_real_faults.py",  # 210
     "tests/scan/test_confirm_integration.py",  # 130: two boundaries (fused, GRPO), four throwaway envs
+    "tests/integration/test_pair_history.py",  # 145 (+ stubbed imports): eight wheels, one uv pip compile; --confirm
     "tests/integration/test_zoo_gate.py",  # 80 warm (one cell 70; two wheel-only runs 5 + 4); 286 cold at load 10+
-    "tests/integration/test_pair_history.py",  # 125: five wheels read, no env; --confirm: three throwaway envs
     "tests/integration/test_exit_codes.py",  # 115
     "tests/integration/test_eval_route.py",  # 100: two cells, one zoo backport at the floor and middle stacks
     "tests/integration/test_train_real.py",  # 70

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from matrix.scan.history import structural_gate
 
@@ -136,3 +137,31 @@ def test_a_rerun_builds_nothing_and_every_env_was_deleted(confirmed: dict) -> No
     doc, log, cache = confirmed["rerun"]
     assert log.count(", cached)") == 2 and [p["confirmed_by"] for p in doc["pairs"]] == ["runtime", "runtime"]
     assert not list((cache / "history-confirm" / "envs").iterdir())
+
+
+# ---------------------------------------------------------------- what a plain install gets: uv over the whole graph
+# unsloth 2025.8.5 declares only `unsloth_zoo>=2025.8.4`, so the newest zoo above the floor is the newest zoo of all
+# (2026.10.9 on 2026-12-04); but zoo's caps on TRL and transformers, against unsloth's own, make a resolver stop at an
+# older zoo (2026.3.6 on that day, `uv pip compile` by hand). The test asks uv itself for today's answer.
+def test_the_plain_install_answer_is_uvs_resolution_not_the_newest_zoo_above_the_floor(tmp_path: Path) -> None:
+    from uv import find_uv_bin
+
+    from matrix.scan.history import plain_install
+
+    proc = subprocess.run([sys.executable, "-m", "matrix", "history", "--unsloth", "==2025.8.5", "--zoo",
+                           "==2026.10.9", "--no-scan", "-o", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads((tmp_path / "history.json").read_text())
+    row = doc["unsloth"][0]
+    uv = subprocess.run([os.fsdecode(find_uv_bin()), "pip", "compile", "-", "--python-version", "3.11",
+                         "--python-platform", plain_install.PLATFORM, "--no-header", "--no-annotate", "--quiet"],
+                        input="unsloth==2025.8.5\n", capture_output=True, text=True, timeout=600, check=True)
+    resolved = plain_install.pins(uv.stdout)["unsloth-zoo"]
+    assert row["plain_install"]["resolved_by"] == "uv" and row["plain_install"]["zoo"] == resolved
+    assert Version(resolved) < Version("2026.10.9") and row["plain_pick"] == doc["newest_zoo"] != resolved
+    plain = next(p for p in doc["plain_pairs"] if p["zoo"] == resolved)  # outside the zoo window: judged alone
+    assert plain["unsloth"] == "2025.8.5" and plain["verdict"] in ("compatible", "degraded", "incompatible")
+    md = (tmp_path / "history.md").read_text()
+    assert md.index("## What a plain install gets today") < md.index("## Atlas")
+    assert f"| 2025.8.5 | 2025.8.4 | {resolved} | uv |" in md

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from packaging.version import Version
 
@@ -36,41 +36,97 @@ def table_class(table: dict[str, Any]) -> str:
     return _digest(table)
 
 
+def breaks_at(pair: dict[str, Any]) -> str | None:
+    """Where an incompatible pair breaks: the judgment's ``breaks_at`` (``import`` or ``model-load``), None for
+    any other verdict. A pair judged before the judgment had the key broke at import (that was what
+    ``incompatible`` meant), so one without it reads ``import``."""
+    if pair.get("verdict") != "incompatible":
+        return None
+    return pair.get("breaks_at") or "import"
+
+
+def breaking(pair: dict[str, Any]) -> list[dict[str, Any]]:
+    """The missing names that break the pair where it breaks (all of them when none matches)."""
+    where = breaks_at(pair)
+    missing = pair.get("missing", [])
+    return [m for m in missing if m.get("breaks") == where] or missing
+
+
 def trimmed(result: dict[str, Any]) -> dict[str, Any]:
     """A pair's evidence cut to a size a 10,000-pair JSON can carry (the counts stay whole)."""
-    return {"verdict": result["verdict"], "missing_count": len(result["missing"]),
+    return {"verdict": result["verdict"], "breaks_at": result.get("breaks_at"), "missing_count": len(result["missing"]),
             "unknown_count": len(result["unknown"]),
             "missing": [{**m, "where": m["where"][:EVIDENCE_PLACES]} for m in result["missing"][:EVIDENCE_NAMES]],
             "unknown": [{**u, "where": u["where"][:1]} for u in result["unknown"][:3]]}
 
 
-def judge_all(t: PairTarget, uns: list[dict[str, Any]], zoo: list[dict[str, Any]]) -> dict[str, Any]:
+def _interned(entries: list[dict[str, Any]], seen: dict[str, Any]) -> list[dict[str, Any]]:
+    return [seen.setdefault(json.dumps(e, sort_keys=True), e) for e in entries]
+
+
+class RowStore(Protocol):
+    """Where a whole row of judged pairs (one unsloth release against the window) is kept between runs."""
+
+    def get(self, unsloth: dict[str, Any]) -> list[dict[str, Any]] | None: ...
+
+    def put(self, unsloth: dict[str, Any], pairs: list[dict[str, Any]]) -> None: ...
+
+
+def judge_all(t: PairTarget, uns: list[dict[str, Any]], zoo: list[dict[str, Any]],
+              rows: RowStore | None = None) -> dict[str, Any]:
     """``{"pairs": [...], "classes": [...]}`` for rows ``{"version", "refs"|None, "plain", ...}`` and
-    ``{"version", "table"|None, ...}`` (a row without its analysis gives ``unknown`` with the read error)."""
-    prepared = {z["version"]: t.prepare(z["table"]) for z in zoo if z.get("table") is not None}
+    ``{"version", "table"|None, ...}`` (a row without its analysis gives ``unknown`` with the read error).
+    ``rows``: a store of whole rows (a warm run judges nothing; see ``history_run.RowCache``)."""
+    prepared: dict[str, Any] = {}
     zcls = {z["version"]: table_class(z["table"]) for z in zoo if z.get("table") is not None}
-    ucls = {u["version"]: refs_class(u["refs"]) for u in uns if u.get("refs") is not None}
     by_class: dict[tuple[str, str], dict[str, Any]] = {}
-    members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    seen: dict[str, Any] = {}  # one object per distinct evidence entry: ``--all``'s 50,000 pairs repeat a few thousand
     pairs = []
     for u in uns:
+        cached = rows.get(u) if rows is not None else None
+        if cached is not None:
+            for p in cached:
+                for k in ("missing", "unknown"):
+                    if k in p:
+                        p[k] = _interned(p[k], seen)
+            pairs += cached
+            continue
+        row = []
+        ucls = refs_class(u["refs"]) if u.get("refs") is not None else ""
         for z in zoo:
             base = {"unsloth": u["version"], "zoo": z["version"], "admitted": admits(u.get("plain"), z["version"])}
             if u.get("refs") is None or z.get("table") is None:
                 why = u.get("error") or z.get("error") or "not read"
-                pairs.append({**base, "verdict": "unknown", "reason": why, "class": None})
+                row.append({**base, "verdict": "unknown", "reason": why, "class": None})
                 continue
-            key = (ucls[u["version"]], zcls[z["version"]])
-            if key not in by_class:
-                by_class[key] = t.judge(u["refs"], prepared[z["version"]])
-            result = by_class[key]
-            if result["verdict"] != "compatible" and members.get(key):
+            if z["version"] not in prepared:
+                prepared[z["version"]] = t.prepare(z["table"])
+            key = (ucls, zcls[z["version"]])
+            result = by_class.get(key)
+            if result is None:
+                result = by_class[key] = t.judge(u["refs"], prepared[z["version"]])
+            elif result["verdict"] != "compatible":
                 result = t.judge(u["refs"], prepared[z["version"]])  # its own lines
-            members.setdefault(key, []).append((u["version"], z["version"]))
-            pairs.append({**base, **trimmed(result), "class": f"{key[0]}x{key[1]}"})
-    classes = [{"id": f"{k[0]}x{k[1]}", "verdict": by_class[k]["verdict"], "pairs": len(v), "example": list(v[0])}
-               for k, v in members.items()]
-    return {"pairs": pairs, "classes": classes}
+            tr = trimmed(result)
+            tr["missing"], tr["unknown"] = _interned(tr["missing"], seen), _interned(tr["unknown"], seen)
+            row.append({**base, **tr, "class": seen.setdefault(f"{key[0]}x{key[1]}", f"{key[0]}x{key[1]}")})
+        if rows is not None and u.get("refs") is not None:
+            rows.put(u, row)
+        pairs += row
+    return {"pairs": pairs, "classes": classes_of(pairs)}
+
+
+def classes_of(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each class with its verdict (its first pair's), its size and its first pair."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in pairs:
+        c = p.get("class")
+        if c is None:
+            continue
+        if c not in out:
+            out[c] = {"id": c, "verdict": p["verdict"], "pairs": 0, "example": [p["unsloth"], p["zoo"]]}
+        out[c]["pairs"] += 1
+    return list(out.values())
 
 
 def _segments(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:

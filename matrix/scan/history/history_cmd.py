@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from matrix.errors import EXIT_OK
 from matrix.scan.cache import write_atomic
+from matrix.scan.history import atlas
 from matrix.scan.history.history_confirm import DEFAULT_MAX, confirm
-from matrix.scan.history.history_page import heatmap, markdown
+from matrix.scan.history.history_page import headline, heatmap, markdown
 from matrix.scan.history.history_run import HistoryOptions, run
 from matrix.spec.settings import scan_cache_dir
+
+
+def peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # ru_maxrss: KiB on Linux
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
@@ -27,6 +35,10 @@ def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="use the cached index pages")
     p.add_argument("--no-scan", dest="scan", action="store_false",
                    help="leave out the other checks' scan verdicts (each reads every zoo release once more)")
+    p.add_argument("--floor-only", dest="resolve", action="store_false",
+                   help="what a plain install gets without uv: the newest zoo above unsloth's floor (ignores TRL and "
+                        "transformers caps; labelled floor-only). Default: `uv pip compile unsloth==X` per release, "
+                        "cached per release and index state")
     p.add_argument("--confirm", action="store_true",
                    help="confirm the boundary pairs and one pair per equivalence class at runtime: each installed "
                         "into a throwaway env and imported on CPU (see --confirm-max)")
@@ -36,10 +48,35 @@ def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
     return p
 
 
+def json_chunks(doc: dict) -> Iterator[str]:
+    """``doc`` as JSON in pieces, each long list item by item: encoding an ``--all`` document (50,000 pairs, about
+    100 MB) in one string would double the run's peak memory."""
+    yield "{"
+    for i, (key, value) in enumerate(doc.items()):
+        yield ("," if i else "") + json.dumps(key) + ":"
+        if isinstance(value, list) and len(value) > 100:
+            yield "[" + ",".join(json.dumps(x) for x in value[:1])
+            for x in value[1:]:
+                yield "," + json.dumps(x)
+            yield "]"
+        else:
+            yield json.dumps(value)
+    yield "}\n"
+
+
+def write_json(path: Path, doc: dict) -> None:
+    """Replace ``path`` with ``doc`` in one step (see ``matrix.scan.cache.write_atomic``), written in pieces."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                     delete=False) as fh:
+        fh.writelines(json_chunks(doc))
+    os.chmod(fh.name, 0o644)
+    os.replace(fh.name, path)
+
+
 def write(doc: dict, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     out = [folder / "history.json", folder / "history.md", folder / "history.html"]
-    write_atomic(out[0], json.dumps(doc, indent=1))
+    write_json(out[0], doc)
     write_atomic(out[1], markdown(doc))
     write_atomic(out[2], heatmap(doc))
     return out
@@ -48,12 +85,14 @@ def write(doc: dict, folder: Path) -> list[Path]:
 def main(argv: list[str], out: Path) -> int:
     args = parser().parse_args(argv)
     doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
-                             workers=args.workers, offline=args.offline, scan=args.scan))
+                             workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
     if args.confirm:
-        doc = confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print)
-    doc["stats"]["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB
+        doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
+    doc["stats"]["peak_rss_mib"] = peak_rss_mib()  # before writing; the line below says the whole run's
     for path in write(doc, args.output or out):
         print(f"wrote {path}")
-    for line in doc["lines"][-5:]:
-        print(line)
+    print(f"peak RSS {peak_rss_mib()} MiB")
+    print(headline(doc))
+    for a in doc["atlas"][-5:]:
+        print(a["line"])
     return EXIT_OK

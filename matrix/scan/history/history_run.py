@@ -1,11 +1,15 @@
-"""The history as one run: list both projects -> pick the window -> read each release once -> judge every
-pair -> metadata (floors, plain-install picks, zoo caps) -> the other checks' scan verdicts -> one document.
+"""The history as one run: list both projects -> pick the window -> read each release once (while uv resolves
+what a plain install of each unsloth release gets) -> judge every pair, and each plain-install pair outside the
+window -> metadata (floors, zoo caps) -> the other checks' scan verdicts and guards -> the atlas -> one document.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,11 +20,13 @@ from packaging.version import Version
 
 from matrix.errors import SkewmatrixError
 from matrix.index import IndexClient, redact
-from matrix.scan.cache import ScanIndex
+from matrix.scan.cache import ScanIndex, read_json, write_atomic
 from matrix.scan.fetch import Fetcher
-from matrix.scan.history import grid, metadata_caps, readers
+from matrix.scan.history import atlas, grid, hazards, metadata_caps, plain_install, readers
+from matrix.scan.terms import Want
 from matrix.spec.settings import scan_cache_dir
 from probes import checks
+from probes.checks.capabilities import PairTarget
 
 SCHEMA = "skewmatrix.scan.history/1"
 
@@ -33,6 +39,8 @@ class HistoryOptions:
     workers: int = 6
     offline: bool = False
     scan: bool = True  # the other checks' scan verdicts per zoo release
+    resolve: bool = True  # the plain-install answer from uv (False: floor-only, ``--floor-only``)
+    plain_pairs: bool = True  # judge each plain-install pair outside the zoo window (reads those zoo releases)
 
 
 def _spec(value: str, flag: str) -> str:
@@ -43,32 +51,83 @@ def _spec(value: str, flag: str) -> str:
     return value
 
 
-def scan_columns(zoo_versions: list[str], offline: bool, cache: Path, log: Callable[[str], None]
-                 ) -> dict[str, Any]:
-    """Per check with a scan target, its scan verdict per zoo release (read through ``matrix.scan``'s cache)."""
-    from matrix import scan
+class RowCache:
+    """Whole judged rows between runs (``<scan cache>/history-grid/``): one file per unsloth release, keyed by the
+    reader's code, the release's file and the zoo window (each release's version and file digest), so a warm run
+    judges nothing and any change of reader, release or window judges again."""
 
-    out: dict[str, Any] = {}
-    names = checks.with_capability("scan")
-    for name in checks.REGISTRY:
-        cid = checks.info(name).id
-        if name not in names:
-            out[cid] = {"na": checks.lacks(name, "scan")}
+    def __init__(self, cache: Path, reader_key: str, zoo: list[dict[str, Any]]) -> None:
+        self.folder = cache / "history-grid"
+        self.base = json.dumps([reader_key, [(z["version"], z.get("sha256")) for z in zoo]])
+
+    def _path(self, u: dict[str, Any]) -> Path | None:
+        if not u.get("sha256"):
+            return None
+        key = hashlib.sha256(f"{self.base}|{u['version']}|{u['sha256']}|{u.get('plain')}".encode()).hexdigest()
+        return self.folder / f"{key[:24]}.json"
+
+    def get(self, u: dict[str, Any]) -> list[dict[str, Any]] | None:
+        path = self._path(u)
+        got = read_json(path) if path is not None else None
+        return got if isinstance(got, list) else None
+
+    def put(self, u: dict[str, Any], pairs: list[dict[str, Any]]) -> None:
+        path = self._path(u)
+        if path is not None:
+            write_atomic(path, json.dumps(pairs))
+
+
+def since_zoo(uns: list[readers.Listed], zoo_all: list[readers.Listed]) -> tuple[list[readers.Listed], str | None]:
+    """``--all`` on the unsloth side: the releases uploaded since zoo's first (older ones cannot refer to zoo)."""
+    times = [readers.uploaded_at(r) for r in zoo_all]
+    first = min((t for t in times if t is not None), default=None)
+    if first is None:
+        return uns, None
+    kept = [r for r in uns if (readers.uploaded_at(r) or first) >= first]
+    return kept, first.isoformat(timespec="seconds")
+
+
+def index_state(index: ScanIndex, zoo_all: list[readers.Listed], referred: str) -> dict[str, str | None]:
+    """The newest release of each project whose new release moves a plain install (``plain_install.MOVERS``)."""
+    from matrix.scan.terms import ScanError
+
+    out: dict[str, str | None] = {}
+    for project in plain_install.MOVERS:
+        try:
+            rows = zoo_all if project == referred else [readers.Listed(r, None) for r in index.releases(project)[0]]
+        except ScanError:
+            rows = []
+        live = [r.version for r in rows if not r.release.yanked]
+        out[project] = max(live, key=Version) if live else None
+    return out
+
+
+def plain_pairs(t: PairTarget, urows: list[dict[str, Any]], window: set[str], zoo_all: list[readers.Listed],
+                want: Want, fetcher: Fetcher, workers: int, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The plain-install pair of each unsloth release whose pick lies outside the zoo window, judged alone."""
+    need = sorted({u["plain_install"]["zoo"] for u in urows if u["plain_install"].get("zoo")} - window, key=Version)
+    rows = [r for r in zoo_all if r.version in need and r.release.pick() is not None]
+    got = dict(zip([r.version for r in rows], readers.read_all([(r, want) for r in rows], fetcher, workers, log),
+                   strict=True))
+    out = []
+    for u in urows:
+        z = u["plain_install"].get("zoo")
+        if z not in got:
             continue
-        if not zoo_versions:
-            out[cid] = {"zoo": {}}
-            continue
-        low, high = min(zoo_versions, key=Version), max(zoo_versions, key=Version)
-        doc = scan.run(scan.ScanOptions(zoo=f">={low},<={high}", skip_unsloth=True, offline=offline, check=cid),
-                       cache=cache, log=lambda _m: None)
-        out[cid] = {"zoo": {z["version"]: z["verdict"] for z in doc["zoo"] if z["version"] in zoo_versions}}
-        log(f"scan verdicts of {cid}: {len(out[cid]['zoo'])} zoo release(s)")
+        base = {"unsloth": u["version"], "zoo": z, "admitted": metadata_caps.admits(u.get("plain"), z),
+                "class": None, "plain_only": True}
+        table, refs = got[z].get("analysis"), u["refs"]
+        if table is None or refs is None:
+            out.append({**base, "verdict": "unknown", "reason": got[z].get("error") or u.get("error") or "not read"})
+        else:
+            out.append({**base, **grid.trimmed(t.judge(refs, t.prepare(table)))})
     return out
 
 
 def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None = None,
-        log: Callable[[str], None] = print, now: datetime | None = None) -> dict[str, Any]:
-    """The history document (``history.json``)."""
+        log: Callable[[str], None] = print, now: datetime | None = None,
+        resolver: plain_install.Resolver | None = None) -> dict[str, Any]:
+    """The history document (``history.json``); ``resolver`` replaces uv for the plain install (tests)."""
     started = time.monotonic()
     check_id, t = readers.pair_target()
     cache = cache or scan_cache_dir()
@@ -79,10 +138,21 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
     zoo_all = readers.listed(index, t.referred)
     uns = readers.window(uns_all, _spec(opts.unsloth, "--unsloth"), opts.everything, now)
     zoo = readers.window(zoo_all, _spec(opts.zoo, "--zoo"), opts.everything, now)
+    since = None
+    if opts.everything and not opts.unsloth:
+        uns, since = since_zoo(uns, zoo_all)
     log(f"history: {len(uns)} {t.referrer} x {len(zoo)} {t.referred} release(s) = {len(uns) * len(zoo)} pair(s)")
+    state = index_state(index, zoo_all, t.referred) if opts.resolve else {}  # --floor-only: no index read for it
+    if opts.resolve and resolver is None and not opts.offline:
+        resolver = plain_install.resolve_with_uv(t.referrer, t.referred)
     uw = readers.want(t.referrer, t.references, key)
     zw = readers.want(t.referred, t.definitions, key)
-    got = readers.read_all([(z, zw) for z in zoo] + [(u, uw) for u in uns], fetcher, opts.workers, log)
+    with ThreadPoolExecutor(max_workers=1) as background:  # uv resolves while the wheels are read
+        resolving = background.submit(
+            plain_install.resolve_all, [u.version for u in uns], project=t.referrer, state=state, cache=cache,
+            resolver=resolver if opts.resolve else None, offline=opts.offline, log=log, now=now)
+        got = readers.read_all([(z, zw) for z in zoo] + [(u, uw) for u in uns], fetcher, opts.workers, log)
+        answers = resolving.result()
     zrows = [{"version": z.version, "uploaded": z.uploaded, "sha256": g.get("sha256"),
               "table": g.get("analysis"), "error": g.get("error"),
               "caps": metadata_caps.zoo_caps(g.get("metadata"))} for z, g in zip(zoo, got, strict=False)]
@@ -91,29 +161,41 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
     for u, g in zip(uns, got[len(zoo):], strict=True):
         meta = metadata_caps.unsloth_side(g.get("metadata")) if "error" not in g else {
             "known": False, "plain": None, "floor": None}
+        pick = metadata_caps.plain_pick(meta["plain"], current)
+        answer = answers[u.version]
+        if answer["resolved_by"] == "floor-only":
+            answer = {**answer, "zoo": pick}
         urows.append({"version": u.version, "uploaded": u.uploaded, "sha256": g.get("sha256"),
                       "refs": g.get("analysis"), "error": g.get("error"), **meta,
-                      "plain_pick": metadata_caps.plain_pick(meta["plain"], current)})
-    judged = grid.judge_all(t, urows, zrows)
+                      "plain_pick": pick, "plain_install": answer})
+    judged = grid.judge_all(t, urows, zrows, RowCache(cache, key, zrows))
+    extra = (plain_pairs(t, urows, {z["version"] for z in zrows}, zoo_all, zw, fetcher, opts.workers, log)
+             if opts.plain_pairs else [])
     lines = [grid.release_line(u["version"], judged["pairs"]) for u in urows]
-    scans = (scan_columns([z["version"] for z in zrows], opts.offline, cache, log) if opts.scan
+    scans = (hazards.scan_columns([z["version"] for z in zrows], [u["version"] for u in urows], opts.offline,
+                                  cache, log) if opts.scan
              else {checks.info(n).id: {"na": "n/a: --no-scan"} for n in checks.REGISTRY})
     scans.pop(check_id, None)
-    return {
+    doc = {
         "schema": SCHEMA, "check": check_id,
         "generated": (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
         "index": redact(index.url),
-        "options": {"unsloth": opts.unsloth, "zoo": opts.zoo, "all": opts.everything},
+        "options": {"unsloth": opts.unsloth, "zoo": opts.zoo, "all": opts.everything, "unsloth_since": since},
         "newest_zoo": max(current, key=Version) if current else None,
+        "plain_install": {"python": plain_install.PYTHON, "platform": plain_install.PLATFORM, "index_state": state,
+                          "cache": f"per release, keyed by the index state above; stale after "
+                                   f"{plain_install.TTL.days} days"},
         "unsloth": [{k: v for k, v in u.items() if k != "refs"} | {
             "references": len((u["refs"] or {}).get("refs", [])),
             "import_time_files": len((u["refs"] or {}).get("import_time_files", []))} for u in urows],
         "zoo": [{k: v for k, v in z.items() if k != "table"} | {
             "modules": len((z["table"] or {}).get("modules", {}))} for z in zrows],
-        "pairs": judged["pairs"], "classes": judged["classes"], "lines": lines, "scan": scans,
+        "pairs": judged["pairs"], "plain_pairs": extra, "classes": judged["classes"], "lines": lines,
+        "scan": scans,
         "runtime": ("static only: `--confirm` installs the boundary pairs and one pair per equivalence class "
                     "and imports unsloth on CPU; cells record `import unsloth` with its exception chain"),
         "warnings": list(index.warnings),
         "stats": {**fetcher.stats, "seconds": round(time.monotonic() - started, 2),
                   "classes": len(judged["classes"]), "pairs": len(judged["pairs"])},
     }
+    return atlas.attach(doc)

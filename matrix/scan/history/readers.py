@@ -86,6 +86,10 @@ def listed(index: ScanIndex, project: str) -> list[Listed]:
     return out
 
 
+def uploaded_at(row: Listed) -> datetime | None:
+    return datetime.fromisoformat(row.uploaded.replace("Z", "+00:00")) if row.uploaded else None
+
+
 def window(rows: list[Listed], spec: str, everything: bool, now: datetime | None = None) -> list[Listed]:
     """The releases a side's specifier selects (yanked ones left out); with no specifier and no ``--all``, the
     last :data:`WINDOW_DAYS` days by upload time."""

@@ -17,18 +17,19 @@ def structural_gate(version: str, log: Callable[[str], Any] = print, upto: str =
     caps the zoo releases read (a test's budget; the gate reads them all)."""
     quiet = {**kw, "log": lambda _m: None}
     # the candidate's floor first (its metadata, read with the newest zoo), then every zoo at or above it
-    probe = run(HistoryOptions(unsloth=f"=={version}", zoo="===none", scan=False), **quiet)  # no zoo to read
+    bare = {"scan": False, "resolve": False, "plain_pairs": False}  # the gate reads the floor, no plain install
+    probe = run(HistoryOptions(unsloth=f"=={version}", zoo="===none", **bare), **quiet)  # no zoo to read
     rows = probe["unsloth"]
     if not rows:
         log(f"gate: structural: no unsloth release {version} on the index")
         return False
     floor, pick = rows[0].get("floor"), rows[0].get("plain_pick")
     zoo = (f">={floor}" if floor else f"=={probe['newest_zoo']}") + (f",<={upto}" if upto else "")
-    first = run(HistoryOptions(unsloth=f"=={version}", zoo=zoo, everything=True, scan=False), **quiet)
+    first = run(HistoryOptions(unsloth=f"=={version}", zoo=zoo, everything=True, **bare), **quiet)
     admitted = [p for p in first["pairs"] if p["admitted"] and (floor is None or _ge(p["zoo"], floor))]
     bad = [p for p in admitted if p["verdict"] == "incompatible"]
-    log(f"gate: structural ({first['check']}): unsloth {version}, zoo floor {floor or 'none'}, a plain install "
-        f"picks {pick}; {len(admitted)} admitted zoo release(s), {len(bad)} incompatible")
+    log(f"gate: structural ({first['check']}): unsloth {version}, zoo floor {floor or 'none'}, the newest zoo "
+        f"it admits {pick}; {len(admitted)} admitted zoo release(s), {len(bad)} incompatible")
     for p in bad[:10]:
         names = ", ".join(f"{m['name']} ({m['where'][0]['file']}:{m['where'][0]['line']})"
                           for m in p.get("missing", [])[:3] if m["breaks"] == "import")

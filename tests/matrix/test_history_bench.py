@@ -1,0 +1,42 @@
+"""``nox -s bench -- history`` against all three of its targets, with the runs faked (no child process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from matrix.scan.history import history_bench
+
+
+def test_a_run_over_the_memory_target_is_not_met_and_the_load_is_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def timed(argv: list[str], env: dict[str, str], log: Path) -> dict:
+        folder = Path(argv[argv.index("-o") + 1])
+        rss = 1500.0 if "cold" in log.name else 300.0  # MiB: the cold run over 1 GiB, the warm one under
+        (folder / "history.json").write_text(json.dumps({"pairs": [], "stats": {"peak_rss_mib": rss}}))
+        return {"seconds": 100.0 if "cold" in log.name else 10.0, "returncode": 0}
+
+    monkeypatch.setattr(history_bench, "timed", timed)
+    monkeypatch.setattr(history_bench.os, "getloadavg", lambda: (3.5, 2.0, 1.0))
+    assert history_bench.bench_history(["history", "--all"], tmp_path) == 0
+    got = json.loads((tmp_path / "bench-history.json").read_text())
+    assert (got["cold"]["met"], got["warm"]["met"]) == (False, True)  # 100 s < 600 s, but 1500 MiB > 1024 MiB
+    assert got["cold"]["load_avg"] == {"before": [3.5, 2.0, 1.0], "after": [3.5, 2.0, 1.0]}
+    out = capsys.readouterr().out
+    assert "peak RSS 1500.0 MiB (target < 1024 MiB: NOT met)" in out and "load average 3.5 -> 3.5" in out
+
+
+def test_the_peak_is_the_whole_runs_as_the_command_prints_it_after_writing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def timed(argv: list[str], env: dict[str, str], log: Path) -> dict:
+        folder = Path(argv[argv.index("-o") + 1])
+        (folder / "history.json").write_text(json.dumps({"pairs": [], "stats": {"peak_rss_mib": 600.0}}))
+        log.write_text("wrote history.json\npeak RSS 1100.5 MiB\n")  # the document was measured before writing
+        return {"seconds": 10.0, "returncode": 0}
+
+    monkeypatch.setattr(history_bench, "timed", timed)
+    history_bench.bench_history(["history"], tmp_path)
+    got = json.loads((tmp_path / "bench-history.json").read_text())
+    assert got["warm"]["peak_rss_mib"] == 1100.5 and got["warm"]["met"] is False

@@ -1,0 +1,55 @@
+"""A warm history judges nothing: whole rows come back from ``history_run.RowCache``; and ``history.json`` is
+written in pieces that read back as the same document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from matrix.scan.history import grid
+from matrix.scan.history.history_cmd import json_chunks, write_json
+from matrix.scan.history.history_run import RowCache
+from probes.checks.pair_compat.pairs import TARGET
+
+
+def refs(path: str) -> dict:
+    return {"refs": [{"path": path, "kind": "from", "modules": 1, "file": "unsloth/models/_utils.py", "line": 3,
+                      "function": None, "swallowed": [], "branch": None, "import_time": True}], "unparsed": []}
+
+
+def table(*names: str) -> dict:
+    return {"modules": {"unsloth_zoo": {"names": [], "unknown": [], "package": True},
+                        "unsloth_zoo.loss": {"names": list(names), "unknown": [], "package": False}}}
+
+
+UNS = [{"version": "10", "refs": refs("unsloth_zoo.loss.b"), "plain": None, "sha256": "u10"}]
+ZOO = [{"version": "1.0", "table": table("a"), "sha256": "z1"}, {"version": "2.0", "table": table("a", "b"),
+                                                                "sha256": "z2"}]
+
+
+class Refusing:
+    """The pair reader with a judge that must not run (a warm grid judges nothing)."""
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("judge", "prepare"):
+            raise AssertionError(f"{name} called on a warm row")
+        return getattr(TARGET, name)
+
+
+def test_a_warm_row_is_read_back_not_judged_and_a_new_zoo_window_judges_again(tmp_path: Path) -> None:
+    cold = grid.judge_all(TARGET, UNS, ZOO, RowCache(tmp_path, "reader1", ZOO))
+    warm = grid.judge_all(Refusing(), UNS, ZOO, RowCache(tmp_path, "reader1", ZOO))  # type: ignore[arg-type]
+    assert warm == cold and [p["verdict"] for p in warm["pairs"]] == ["incompatible", "compatible"]
+    assert [c["pairs"] for c in warm["classes"]] == [1, 1]
+    store = RowCache(tmp_path, "reader1", [*ZOO, {"version": "3.0", "sha256": "z3"}])
+    assert store.get(UNS[0]) is None  # another window: another key
+    assert RowCache(tmp_path, "reader2", ZOO).get(UNS[0]) is None  # another reader's code: judged again
+
+
+def test_the_document_written_in_pieces_reads_back_whole(tmp_path: Path) -> None:
+    doc = {"schema": "s", "pairs": [{"unsloth": str(i), "missing": [{"name": "x"}]} for i in range(250)],
+           "lines": ["a"], "empty": []}
+    assert json.loads("".join(json_chunks(doc))) == doc
+    write_json(tmp_path / "history.json", doc)
+    assert json.loads((tmp_path / "history.json").read_text()) == doc
+    assert [p.name for p in tmp_path.iterdir()] == ["history.json"]  # no temporary file left
