@@ -26,9 +26,8 @@ from typing import Any
 from matrix.cells import rawkey
 from matrix.cells.installed import installed, torch_build
 from matrix.cells.progress import ticking
-from matrix.envs import envrun
+from matrix.envs import envrun, recipe
 from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
-from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
 from matrix.sources import Materialized
 from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
@@ -124,23 +123,6 @@ def error_cell(cell: Cell, matrix: Matrix, out_dir: Path, kind: str, message: st
     return run.finish()
 
 
-def admissibility(reqs: list[str], python: str, workdir: Path, sources: list[str] | None = None) -> dict[str, Any]:
-    """Would a plain resolve (no overrides) admit this pair, with the trainer stack it asks for
-    (``reqs``: the pair's requirements plus any requested torch/transformers/trl; ``sources``: further
-    arguments, e.g. a source tree's ``pyproject.toml`` and its extras)? Asks ``uv pip compile``."""
-    req_file = workdir / "pair.in"
-    req_file.write_text("\n".join(reqs) + "\n", encoding="utf-8")
-    res = run_tool([uv_bin(), "pip", "compile", *(sources or []), str(req_file), "--python-version", python, "--quiet",
-                    "--no-header", "--output-file", str(workdir / "pair.lock")], timeout=600)
-    method = "uv pip compile (no overrides)"
-    if res.returncode == 0:
-        return {"value": True, "method": method, "message": ""}
-    if res.returncode == 1:
-        return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
-    return {"value": None, "method": method,
-            "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
-
-
 def probes_digest() -> str:
     """Digest of the probe code: a result produced by other probes is not reused."""
     h = hashlib.sha256()
@@ -150,7 +132,8 @@ def probes_digest() -> str:
 
 
 def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
-    """Identity of a cell run: both builds' content, the options, the probe code."""
+    """Identity of a cell run: both builds' content, the options, the probe code, the install recipe's digest
+    (``matrix.envs.recipe``: a change to how envs are built makes stored results stale)."""
     ident = {
         "schema": CELL_SCHEMA,
         "builds": {role: {"pin": m.pin if m.digest is None else None, "digest": m.digest}
@@ -160,6 +143,7 @@ def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
                     if v or k not in stacks.TRAINER_PACKAGES},
         "guard_module": guard_module_of(cell),
         "probes": probes_digest(),
+        "recipe": recipe.for_cell(cell, made).digest(),
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
@@ -288,10 +272,10 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
 
     # 2. would a plain install admit the pair?
     t = time.perf_counter()
-    reqs, overrides, sources = trees.install_requirements(cell, made)
-    wanted = stacks.requirement_lines(opts)  # the requested torch/transformers/trl
-    lines = wanted if sources else reqs + wanted
-    run.record["admissible"] = admissibility(lines, opts.python, build_dir, sources)
+    how = recipe.for_cell(cell, made)
+    run.record["recipe"] = how.as_record()
+    # with the requested torch/transformers/trl as plain requirements (the recipe forces them as overrides)
+    run.record["admissible"] = recipe.admissibility(how, build_dir, stacks.requirement_lines(opts))
     run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
 
     # 3. install with overrides so refused skews still install
@@ -300,7 +284,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         ensure_env(env_dir, opts.python)
     python = env_dir / "bin" / "python"
     with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
-        res = envrun.install(python, reqs, overrides, build_dir / "overrides.txt", opts.timeout)
+        res = recipe.apply(how, python, build_dir, opts.timeout)
     (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
     run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
     if not res.ok:

@@ -8,9 +8,10 @@ confirmation (``matrix.scan.confirm``) and the GPU device check
 (``matrix.gpu``: interpreter, installer, probes, measurement). They all get
 the same result type, ``matrix.envs.tools.Ran``.
 
-* **build**: ``ensure_env`` / ``create_env`` make a uv venv; ``install``
-  installs requirements with an overrides file, so a pair whose metadata
-  refuses the other still installs (the skew under test).
+* **build**: ``ensure_env`` / ``create_env`` make a uv venv; what goes into
+  it is a ``matrix.envs.recipe.Recipe``, applied by ``recipe.apply`` (an
+  overrides file, so a pair whose metadata refuses the other still installs:
+  the skew under test).
 * **link**: ``probes_path`` is a PYTHONPATH entry holding one symlink,
   ``probes`` -> the repository's ``probes``; nothing else of the repository
   is importable in the env.
@@ -37,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from matrix.envs.recipe import Recipe, apply
 from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
 from matrix.errors import SkewmatrixError
 from matrix.spec.settings import REPO_ROOT
@@ -98,7 +100,8 @@ def throwaway(workdir: Path, prefix: str, python: str, requirements: list[str], 
         if not res.ok:
             raise ThrowawayError(f"uv venv failed: {res.tail(3)}")
         py = env_dir / "bin" / "python"
-        res = install(py, requirements, overrides, root / "overrides.txt", timeout, quiet=True)
+        recipe = Recipe(python=python, requirements=tuple(requirements), overrides=tuple(overrides))
+        res = apply(recipe, py, root, timeout, quiet=True)
         if not res.ok:
             raise ThrowawayError(f"uv pip install {' '.join(requirements)} failed (exit {res.returncode}): "
                                  f"{res.tail(3)}")
@@ -107,16 +110,6 @@ def throwaway(workdir: Path, prefix: str, python: str, requirements: list[str], 
         yield Throwaway(py, scratch, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def install(python: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
-            *, quiet: bool = False) -> Ran:
-    """``uv pip install`` of ``requirements`` into ``python``'s env, with ``overrides`` written to
-    ``override_file`` and forced."""
-    override_file.write_text("\n".join(overrides) + "\n", encoding="utf-8")
-    argv = [uv_bin(), "pip", "install", *(["--quiet"] if quiet else []), "--python", str(python), *requirements,
-            "--overrides", str(override_file)]
-    return run_tool(argv, timeout=timeout)
 
 
 def probes_path(where: Path) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,13 +56,12 @@ def test_a_throwaway_env_is_deleted_after_use_and_when_it_cannot_be_built(
 
     installs: list[tuple[list[str], list[str]]] = []
 
-    def install(py: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
-                *, quiet: bool = False) -> Ran:
-        installs.append((requirements, overrides))
-        return Ran(["uv", "pip", "install"], 1 if "broken==1" in requirements else 0, "", "no solution found")
+    def apply(how: Any, py: Path, workdir: Path, timeout: float, *, quiet: bool = False) -> Ran:
+        installs.append((list(how.requirements), list(how.overrides)))
+        return Ran(["uv", "pip", "install"], 1 if "broken==1" in how.requirements else 0, "", "no solution found")
 
     monkeypatch.setattr(envrun, "create_env", create_env)
-    monkeypatch.setattr(envrun, "install", install)
+    monkeypatch.setattr(envrun, "apply", apply)
     with envrun.throwaway(tmp_path, "t-", "3.11", ["a==1", "b==2"], ["b==2"], 60) as env:
         assert env.python == made[0] / "bin" / "python" and env.scratch.is_dir()
         assert env.scratch.parent == env.root == made[0].parent
@@ -71,3 +71,4 @@ def test_a_throwaway_env_is_deleted_after_use_and_when_it_cannot_be_built(
           envrun.throwaway(tmp_path, "t-", "3.11", ["a==1", "broken==1"], [], 60)):
         raise AssertionError("entered an env that could not be built")
     assert not list(tmp_path.iterdir())  # deleted when it could not be built
+
