@@ -23,8 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from matrix.cells import rawkey
-from matrix.cells.installed import installed, torch_build
+from matrix.cells.installed import changes, installed, snapshot, torch_build
 from matrix.cells.progress import ticking
 from matrix.envs import envrun, recipe
 from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
@@ -319,6 +321,8 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         entry["installed_version"] = got["version"] if got else None
         if entry.get("digest") is None and got:
             entry["digest"] = got.get("wheel_sha256") or got.get("tree_sha256")
+    deep = {canonicalize_name(b["package"]) for b in run.record["builds"].values()}
+    before = snapshot(env_dir, deep)  # what the probes must leave as they found it (issue #30)
     run.step("record", time.perf_counter() - t, True)
     # 5. probes, in a working directory of this cell's own
     t = time.perf_counter()
@@ -353,6 +357,13 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         rc = envrun.run(argv, cwd=work, env=env, timeout=opts.timeout * 3 + 60, log=log).returncode
     ok = rc == 0 and (work / "probes.json").is_file()
     run.step("probes", time.perf_counter() - t, ok, returncode=rc)
+    # 6. the pair under test stayed put: a probe process that changed the env probed something else than the cell
+    moved = changes(before, snapshot(env_dir, deep))
+    run.record["stay_put"] = {"checked": len(before["dists"]), "changes": moved}
+    if moved:
+        run.fail("probe", "the env changed while the probes ran (an install at import?): " + "; ".join(moved),
+                 log_tail(log))
+        return run.finish()
     if not ok:
         kind = "timeout" if rc is None else ("crash" if rc < 0 else "probe")
         what = "timed out" if rc is None else (f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}")

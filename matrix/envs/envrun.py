@@ -20,7 +20,11 @@ the same result type, ``matrix.envs.tools.Ran``.
   caller's shell would change what unsloth does), ``VIRTUAL_ENV*``,
   ``PYTHONPATH`` and ``PYTHONHOME``, plus ``RUN_ENV`` (the libraries under
   test stay offline and silent; no bytecode next to the linked probes), plus
-  what the caller names (e.g. ``UNSLOTH_ALLOW_CPU``).
+  ``NO_SELF_UPDATE`` (the pair under test stays put: the switches releases
+  honour against updating themselves, and every installer a library could
+  start -- pip, uv, a proxy-aware download -- pointed at a closed port with
+  no index, no find-links and no config file), plus what the caller names
+  (e.g. ``UNSLOTH_ALLOW_CPU``).
 * **throwaway**: ``throwaway`` builds an env for one question (the scan's
   and the history's runtime confirmation) and deletes it afterwards.
 * **run**: ``run`` runs a command with exactly that environment, its output
@@ -48,12 +52,27 @@ PROBES_DIR = REPO_ROOT / "probes"
 RUN_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1",
            "PYTHONDONTWRITEBYTECODE": "1"}
+# A closed port on the loopback interface: nothing listens on the discard port, so a connection is refused at once.
+CLOSED = "http://127.0.0.1:9"
+# The pair under test stays put (issue #30): unsloth 2025.1-2025.3 run `pip install --upgrade unsloth_zoo` inside
+# `import unsloth` when zoo is older than they want (os.system, the `pip` on PATH); only 2025.3 honours the switch
+# below. So a probe process also has no index to reach: pip and uv get no index (`PIP_NO_INDEX`, `UV_OFFLINE`, their
+# index URLs at a closed port), ignore their config files (which may name an index or find-links), use no cache
+# (uv's offline mode would install from it), and every proxy variable points at the closed port, with no
+# exceptions (`no_proxy` empty). The caller's own PIP_*/UV_* variables are dropped first (e.g. PIP_FIND_LINKS).
+NO_SELF_UPDATE = {
+    "UNSLOTH_DISABLE_AUTO_UPDATES": "1",
+    "PIP_NO_INDEX": "1", "PIP_INDEX_URL": CLOSED, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_CACHE_DIR": "1",
+    "UV_OFFLINE": "1", "UV_NO_CONFIG": "1", "UV_NO_CACHE": "1", "UV_INDEX_URL": CLOSED, "UV_DEFAULT_INDEX": CLOSED,
+    **dict.fromkeys(("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"), CLOSED),
+    "no_proxy": "", "NO_PROXY": "",
+}
 # The harness's own variables (what `nox` hands its session processes, and the run's settings) are ours, not the
 # probes': a probe reads its hand-off from its command line (probes/handoff.py), never from these.
 HARNESS_VARS = ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_PROGRESS", "SKEWMATRIX_FANIN", "SKEWMATRIX_OUT",
                 "SKEWMATRIX_MATRIX", "SKEWMATRIX_SHARD", "SKEWMATRIX_STRICT", "SKEWMATRIX_CACHE",
                 "SKEWMATRIX_DEBUG")
-DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", *HARNESS_VARS)
+DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PIP_", "UV_", *HARNESS_VARS)
 
 
 class EnvBuildError(SkewmatrixError):
@@ -128,6 +147,7 @@ def clean_env(pythonpath: Path | None, **extra: str) -> dict[str, str]:
     """The environment of a process that runs our code in an env (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     env.update(RUN_ENV)
+    env.update(NO_SELF_UPDATE)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     env.update(extra)
