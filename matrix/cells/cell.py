@@ -343,7 +343,9 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         argv.append(f"--guard-module={guard_module}")
     if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
         argv.append("--no-train")
-    env = envrun.clean_env(probes_path(cdir), **(extra_env or {}))
+    # the env's own bin first, as in an activated venv (nox does so): a `pip` a library starts is the env's
+    path = os.pathsep.join([str(python.parent), *filter(None, [os.environ.get("PATH")])])
+    env = envrun.clean_env(probes_path(cdir), PATH=path, **(extra_env or {}))
     for name in checks.for_axes(roles):
         argv += ["--check", checks.info(name).id]
     if raw_cache is not None:  # cells of this run whose raw phase reads the same inputs share its findings

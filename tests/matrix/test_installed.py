@@ -108,7 +108,9 @@ def test_a_cell_whose_probes_changed_the_env_is_an_error_naming_the_change(
 
     root, sp = env(tmp_path)
 
-    def probes_that_upgrade_zoo(argv: list[str], *, cwd: Path, **_: Any) -> Ran:
+    def probes_that_upgrade_zoo(argv: list[str], *, cwd: Path, env: dict[str, str], **_: Any) -> Ran:
+        assert env["PATH"].split(":")[0] == str(root / "bin")  # `pip` is the env's own, as when activated
+        assert env["UNSLOTH_DISABLE_AUTO_UPDATES"] == "1" and env["PIP_NO_INDEX"] == "1"
         shutil.rmtree(sp / "unsloth_zoo-2024.12.1.dist-info")
         dist(sp, "unsloth_zoo", "2025.3.17", {"unsloth_zoo/__init__.py": "new = 1\n"})
         (cwd / "probes.json").write_text('{"checks": {}}', encoding="utf-8")  # the probes themselves passed
