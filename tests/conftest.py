@@ -42,6 +42,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/scan/test_scan_integration.py",  # 55
     "tests/gpu/test_dry_run.py",  # 55
     "tests/integration/test_browser.py",  # 28: five Chromium runs, one an 18-cell report
+    "tests/integration/test_stay_put.py",  # 8 (24 on a busy host): two tiny uv venvs, one with torch; one pinned probe
     "tests/probes/test_static_releases.py",
     "tests/test_workflow.py",
 )
