@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 # Version of the code that turns a recipe into commands (bump it when apply() changes what it runs).
 RECIPE_VERSION = 1
 DEFAULT_PYTHON = "3.11"
+FILE_URL = re.compile(r"file://(\S+)")
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,14 @@ class Recipe:
 
 
 def _portable(value: Any) -> Any:
+    """``value`` without the directories of this run: an absolute path, or a ``file://`` URL in a direct
+    reference (a backport's pin, ``unsloth @ file:///...whl``), counts by its last component."""
     if isinstance(value, (tuple, list)):
         return [_portable(v) for v in value]
     if isinstance(value, str) and os.path.isabs(value):
         return Path(value).name
+    if isinstance(value, str):
+        return FILE_URL.sub(lambda m: "file://" + m.group(1).rstrip("/").rsplit("/", 1)[-1], value)
     return value
 
 

@@ -61,8 +61,10 @@ def test_the_recipe_digest_counts_every_field_and_no_path_of_this_run() -> None:
     base = Recipe(python="3.11", requirements=("/a/build/unsloth/unsloth-1-py3-none-any.whl",),
                   overrides=("unsloth @ file:///a/x.whl",))
     moved = Recipe(python="3.11", requirements=("/b/elsewhere/unsloth/unsloth-1-py3-none-any.whl",),
-                   overrides=("unsloth @ file:///a/x.whl",))
+                   overrides=("unsloth @ file:///b/elsewhere/x.whl",))
     assert base.digest() == moved.digest()  # the same wheel in another output directory
+    other = dataclasses.replace(moved, overrides=("unsloth @ file:///b/elsewhere/y.whl",))
+    assert other.digest() != base.digest()  # another wheel
     changed = {f.name: dataclasses.replace(base, **{f.name: value}) for f, value in zip(
         dataclasses.fields(Recipe), ("3.12", ("other==1",), ("o==1",), ("pyproject.toml",), "https://x/whl",
                                      True, "copy", True, True), strict=True)}
