@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from matrix import cli, errors
 from matrix.cli import sessions
+from matrix.envs import recipe
 from matrix.spec.settings import RUN_ID_ENV
 
 nox.options.default_venv_backend = "uv"
@@ -67,7 +68,7 @@ nox.options.error_on_missing_interpreters = True
 BASE = cli.run_or_exit()
 RUN = BASE.run_id
 CELLS = [c.id for c in BASE.cells]
-PYTHON = BASE.matrix.options.python
+PYTHON = recipe.venv_python(BASE.matrix.options)  # the cell venv's interpreter; what goes into it: the recipe
 # Two workers, a test module on one worker, the longest modules first (tests/conftest.py); the slowest tests are
 # listed at the end, so a CI log shows where its time went.
 PYTEST_DEFAULT = ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder", "--durations=25"]

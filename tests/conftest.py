@@ -44,6 +44,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/gpu/test_dry_run.py",  # 55
     "tests/integration/test_stubbed_confirm.py",  # 54: two throwaway envs, each imported twice (real, stubbed)
     "tests/integration/test_browser.py",  # 28: five Chromium runs, one an 18-cell report
+    "tests/integration/test_stay_put.py",  # 8 (24 on a busy host): two tiny uv venvs, one with torch; one pinned probe
     "tests/integration/test_pair_calls_wheels.py",  # 14: thirteen wheels read (downloaded once, cached), no env
     "tests/integration/test_install.py",  # 10: a venv, the harness installed from a copy of the clone
     "tests/probes/test_static_releases.py",

@@ -23,12 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from matrix.cells import rawkey
-from matrix.cells.installed import installed, torch_build
+from matrix.cells.installed import changes, installed, snapshot, torch_build
 from matrix.cells.progress import ticking
-from matrix.envs import envrun
+from matrix.envs import envrun, recipe
 from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
-from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
 from matrix.sources import Materialized
 from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
@@ -124,23 +125,6 @@ def error_cell(cell: Cell, matrix: Matrix, out_dir: Path, kind: str, message: st
     return run.finish()
 
 
-def admissibility(reqs: list[str], python: str, workdir: Path, sources: list[str] | None = None) -> dict[str, Any]:
-    """Would a plain resolve (no overrides) admit this pair, with the trainer stack it asks for
-    (``reqs``: the pair's requirements plus any requested torch/transformers/trl; ``sources``: further
-    arguments, e.g. a source tree's ``pyproject.toml`` and its extras)? Asks ``uv pip compile``."""
-    req_file = workdir / "pair.in"
-    req_file.write_text("\n".join(reqs) + "\n", encoding="utf-8")
-    res = run_tool([uv_bin(), "pip", "compile", *(sources or []), str(req_file), "--python-version", python, "--quiet",
-                    "--no-header", "--output-file", str(workdir / "pair.lock")], timeout=600)
-    method = "uv pip compile (no overrides)"
-    if res.returncode == 0:
-        return {"value": True, "method": method, "message": ""}
-    if res.returncode == 1:
-        return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
-    return {"value": None, "method": method,
-            "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
-
-
 def probes_digest() -> str:
     """Digest of the probe code: a result produced by other probes is not reused."""
     h = hashlib.sha256()
@@ -150,7 +134,8 @@ def probes_digest() -> str:
 
 
 def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
-    """Identity of a cell run: both builds' content, the options, the probe code."""
+    """Identity of a cell run: both builds' content, the options, the probe code, the install recipe's digest
+    (``matrix.envs.recipe``: a change to how envs are built makes stored results stale)."""
     ident = {
         "schema": CELL_SCHEMA,
         "builds": {role: {"pin": m.pin if m.digest is None else None, "digest": m.digest}
@@ -160,6 +145,7 @@ def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
                     if v or k not in stacks.TRAINER_PACKAGES},
         "guard_module": guard_module_of(cell),
         "probes": probes_digest(),
+        "recipe": recipe.for_cell(cell, made).digest(),
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
@@ -288,10 +274,10 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
 
     # 2. would a plain install admit the pair?
     t = time.perf_counter()
-    reqs, overrides, sources = trees.install_requirements(cell, made)
-    wanted = stacks.requirement_lines(opts)  # the requested torch/transformers/trl
-    lines = wanted if sources else reqs + wanted
-    run.record["admissible"] = admissibility(lines, opts.python, build_dir, sources)
+    how = recipe.for_cell(cell, made)
+    run.record["recipe"] = how.as_record()
+    # with the requested torch/transformers/trl as plain requirements (the recipe forces them as overrides)
+    run.record["admissible"] = recipe.admissibility(how, build_dir, stacks.requirement_lines(opts))
     run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
 
     # 3. install with overrides so refused skews still install
@@ -300,7 +286,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         ensure_env(env_dir, opts.python)
     python = env_dir / "bin" / "python"
     with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
-        res = envrun.install(python, reqs, overrides, build_dir / "overrides.txt", opts.timeout)
+        res = recipe.apply(how, python, build_dir, opts.timeout)
     (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
     run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
     if not res.ok:
@@ -335,6 +321,8 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         entry["installed_version"] = got["version"] if got else None
         if entry.get("digest") is None and got:
             entry["digest"] = got.get("wheel_sha256") or got.get("tree_sha256")
+    deep = {canonicalize_name(b["package"]) for b in run.record["builds"].values()}
+    before = snapshot(env_dir, deep)  # what the probes must leave as they found it (issue #30)
     run.step("record", time.perf_counter() - t, True)
     # 5. probes, in a working directory of this cell's own
     t = time.perf_counter()
@@ -355,7 +343,9 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         argv.append(f"--guard-module={guard_module}")
     if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
         argv.append("--no-train")
-    env = envrun.clean_env(probes_path(cdir), **(extra_env or {}))
+    # the env's own bin first, as in an activated venv (nox does so): a `pip` a library starts is the env's
+    path = os.pathsep.join([str(python.parent), *filter(None, [os.environ.get("PATH")])])
+    env = envrun.clean_env(probes_path(cdir), PATH=path, **(extra_env or {}))
     for name in checks.for_axes(roles):
         argv += ["--check", checks.info(name).id]
     if raw_cache is not None:  # cells of this run whose raw phase reads the same inputs share its findings
@@ -369,6 +359,13 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         rc = envrun.run(argv, cwd=work, env=env, timeout=opts.timeout * 3 + 60, log=log).returncode
     ok = rc == 0 and (work / "probes.json").is_file()
     run.step("probes", time.perf_counter() - t, ok, returncode=rc)
+    # 6. the pair under test stayed put: a probe process that changed the env probed something else than the cell
+    moved = changes(before, snapshot(env_dir, deep))
+    run.record["stay_put"] = {"checked": len(before["dists"]), "changes": moved}
+    if moved:
+        run.fail("probe", "the env changed while the probes ran (an install at import?): " + "; ".join(moved),
+                 log_tail(log))
+        return run.finish()
     if not ok:
         kind = "timeout" if rc is None else ("crash" if rc < 0 else "probe")
         what = "timed out" if rc is None else (f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}")

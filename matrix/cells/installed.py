@@ -114,3 +114,74 @@ def torch_build(dists: list[dict[str, Any]]) -> dict[str, Any] | None:
                          if canonicalize_name(x["name"]).startswith("nvidia-cuda-runtime")), None)
             return {"version": d["version"], "local": local, "cuda_runtime": cuda}
     return None
+
+
+# --- The pair under test stays put (issue #30): what a probe process must leave as it found it. ---
+
+def _inside(path: str) -> bool:
+    return bool(path) and not path.startswith("../") and not path.endswith(".pyc") and "__pycache__" not in path
+
+
+def snapshot(env_dir: Path, deep: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The env's installed set as the probes must leave it: per distribution (by canonical name) its name,
+    version and ``tree_sha256`` (its RECORD rows); for the distributions named in ``deep`` (the packages under
+    test: small) the sha256 of every installed file's content as it is on disk now, so an edit in place shows;
+    and ``loose``, the top-level entries of site-packages that no distribution's RECORD owns (a module written
+    there). Reads files only, no index. An env without site-packages has nothing to keep: an empty snapshot."""
+    try:
+        sp = site_packages(env_dir)
+    except FileNotFoundError:
+        return {"dists": {}, "loose": []}
+    dists: dict[str, dict[str, Any]] = {}
+    owned: set[str] = set()
+    for d in sorted(sp.glob("*.dist-info")):
+        if not (d / "METADATA").is_file():
+            continue
+        meta = Parser().parsestr((d / "METADATA").read_text(encoding="utf-8", errors="replace"), headersonly=True)
+        key = canonicalize_name(meta["Name"])
+        record = d / "RECORD"
+        rows = [line.split(",", 1)[0] for line in record.read_text(encoding="utf-8", errors="replace").splitlines()
+                ] if record.is_file() else []
+        owned.update(r.split("/", 1)[0] for r in rows if _inside(r))
+        owned.add(d.name)
+        entry: dict[str, Any] = {"name": meta["Name"], "version": meta["Version"],
+                                 "tree_sha256": tree_digest(record) if record.is_file() else None}
+        if key in deep:
+            entry["files"] = {r: _file_sha(sp / r) for r in rows if _inside(r) and ".dist-info/" not in r}
+        dists[key] = entry
+    loose = sorted(p.name for p in sp.iterdir() if p.name not in owned and p.name != "__pycache__")
+    return {"dists": dists, "loose": loose}
+
+
+def _file_sha(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two :func:`snapshot` results, one line each, naming the distribution and the
+    versions (``unsloth_zoo 2024.12.1 -> 2025.3.17``); empty when the env stayed put."""
+    out = []
+    old, new = before["dists"], after["dists"]
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key), new.get(key)
+        if a is None:
+            out.append(f"{b['name']} {b['version']} installed (absent before)")
+        elif b is None:
+            out.append(f"{a['name']} {a['version']} removed")
+        elif a["version"] != b["version"]:
+            out.append(f"{a['name']} {a['version']} -> {b['version']}")
+        elif a["tree_sha256"] != b["tree_sha256"]:
+            out.append(f"{a['name']} {a['version']} reinstalled with other files (RECORD digest "
+                       f"{str(a['tree_sha256'])[:12]} -> {str(b['tree_sha256'])[:12]})")
+        elif "files" in a and "files" in b and a["files"] != b["files"]:
+            edited = sorted(p for p in a["files"] if a["files"][p] != b["files"].get(p))
+            out.append(f"{a['name']} {a['version']}: installed files changed on disk ({', '.join(edited[:5])}"
+                       f"{', ...' if len(edited) > 5 else ''})")
+    appeared = sorted(set(after["loose"]) - set(before["loose"]))
+    gone = sorted(set(before["loose"]) - set(after["loose"]))
+    out += [f"site-packages/{name} appeared" for name in appeared]
+    out += [f"site-packages/{name} disappeared" for name in gone]
+    return out

@@ -24,9 +24,8 @@ from typing import Any
 from matrix import errors
 from matrix.cells.cell import CellRun, record_and_probe
 from matrix.cells.installed import installed
-from matrix.envs import envrun
+from matrix.envs import envrun, recipe
 from matrix.envs.envrun import ensure_env
-from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
 from matrix.spec import CellOptions
 
@@ -55,12 +54,11 @@ def install_pins(req: Path, env_dir: Path, python_version: str, log: Callable[[s
     if not req.is_file():
         raise PinnedError(f"-r {req}: no such file")
     shutil.rmtree(env_dir, ignore_errors=True)
-    ensure_env(env_dir, python_version)
-    argv = [uv_bin(), "pip", "install", "--python", str(env_dir / "bin" / "python"), "-r", str(req)]
-    if needs_hashes(req):
-        argv.append("--require-hashes")
+    python = ensure_env(env_dir, python_version)
+    how = recipe.Recipe(python=python_version, requirements=("-r", str(req)), require_hashes=needs_hashes(req))
+    if how.require_hashes:
         log(f"{req}: hashes present, installing with --require-hashes")
-    res = run_tool(argv, timeout=3600)
+    res = recipe.apply(how, python, env_dir, timeout=3600)
     return res.ok, (res.stderr.strip()[-3000:] if not res.ok else "")
 
 

@@ -8,9 +8,10 @@ confirmation (``matrix.scan.confirm``) and the GPU device check
 (``matrix.gpu``: interpreter, installer, probes, measurement). They all get
 the same result type, ``matrix.envs.tools.Ran``.
 
-* **build**: ``ensure_env`` / ``create_env`` make a uv venv; ``install``
-  installs requirements with an overrides file, so a pair whose metadata
-  refuses the other still installs (the skew under test).
+* **build**: ``ensure_env`` / ``create_env`` make a uv venv; what goes into
+  it is a ``matrix.envs.recipe.Recipe``, applied by ``recipe.apply`` (an
+  overrides file, so a pair whose metadata refuses the other still installs:
+  the skew under test).
 * **link**: ``probes_path`` is a PYTHONPATH entry holding one symlink,
   ``probes`` -> the repository's ``probes``; nothing else of the repository
   is importable in the env.
@@ -19,7 +20,11 @@ the same result type, ``matrix.envs.tools.Ran``.
   caller's shell would change what unsloth does), ``VIRTUAL_ENV*``,
   ``PYTHONPATH`` and ``PYTHONHOME``, plus ``RUN_ENV`` (the libraries under
   test stay offline and silent; no bytecode next to the linked probes), plus
-  what the caller names (e.g. ``UNSLOTH_ALLOW_CPU``).
+  ``NO_SELF_UPDATE`` (the pair under test stays put: the switches releases
+  honour against updating themselves, and every installer a library could
+  start -- pip, uv, a proxy-aware download -- pointed at a closed port with
+  no index, no find-links and no config file), plus what the caller names
+  (e.g. ``UNSLOTH_ALLOW_CPU``).
 * **throwaway**: ``throwaway`` builds an env for one question (the scan's
   and the history's runtime confirmation) and deletes it afterwards.
 * **run**: ``run`` runs a command with exactly that environment, its output
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from matrix import REPO_ROOT
+from matrix.envs.recipe import Recipe, apply
 from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
 from matrix.errors import SkewmatrixError
 
@@ -46,12 +52,27 @@ PROBES_DIR = REPO_ROOT / "probes"
 RUN_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "UNSLOTH_DISABLE_STATISTICS": "1",
            "PYTHONDONTWRITEBYTECODE": "1"}
+# A closed port on the loopback interface: nothing listens on the discard port, so a connection is refused at once.
+CLOSED = "http://127.0.0.1:9"
+# The pair under test stays put (issue #30): unsloth 2025.1-2025.3 run `pip install --upgrade unsloth_zoo` inside
+# `import unsloth` when zoo is older than they want (os.system, the `pip` on PATH); only 2025.3 honours the switch
+# below. So a probe process also has no index to reach: pip and uv get no index (`PIP_NO_INDEX`, `UV_OFFLINE`, their
+# index URLs at a closed port), ignore their config files (which may name an index or find-links), use no cache
+# (uv's offline mode would install from it), and every proxy variable points at the closed port, with no
+# exceptions (`no_proxy` empty). The caller's own PIP_*/UV_* variables are dropped first (e.g. PIP_FIND_LINKS).
+NO_SELF_UPDATE = {
+    "UNSLOTH_DISABLE_AUTO_UPDATES": "1",
+    "PIP_NO_INDEX": "1", "PIP_INDEX_URL": CLOSED, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_CACHE_DIR": "1",
+    "UV_OFFLINE": "1", "UV_NO_CONFIG": "1", "UV_NO_CACHE": "1", "UV_INDEX_URL": CLOSED, "UV_DEFAULT_INDEX": CLOSED,
+    **dict.fromkeys(("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"), CLOSED),
+    "no_proxy": "", "NO_PROXY": "",
+}
 # The harness's own variables (what `nox` hands its session processes, and the run's settings) are ours, not the
 # probes': a probe reads its hand-off from its command line (probes/handoff.py), never from these.
 HARNESS_VARS = ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_PROGRESS", "SKEWMATRIX_FANIN", "SKEWMATRIX_OUT",
                 "SKEWMATRIX_MATRIX", "SKEWMATRIX_SHARD", "SKEWMATRIX_STRICT", "SKEWMATRIX_CACHE",
                 "SKEWMATRIX_DEBUG")
-DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", *HARNESS_VARS)
+DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PIP_", "UV_", *HARNESS_VARS)
 
 
 class EnvBuildError(SkewmatrixError):
@@ -98,7 +119,8 @@ def throwaway(workdir: Path, prefix: str, python: str, requirements: list[str], 
         if not res.ok:
             raise ThrowawayError(f"uv venv failed: {res.tail(3)}")
         py = env_dir / "bin" / "python"
-        res = install(py, requirements, overrides, root / "overrides.txt", timeout, quiet=True)
+        recipe = Recipe(python=python, requirements=tuple(requirements), overrides=tuple(overrides))
+        res = apply(recipe, py, root, timeout, quiet=True)
         if not res.ok:
             raise ThrowawayError(f"uv pip install {' '.join(requirements)} failed (exit {res.returncode}): "
                                  f"{res.tail(3)}")
@@ -107,16 +129,6 @@ def throwaway(workdir: Path, prefix: str, python: str, requirements: list[str], 
         yield Throwaway(py, scratch, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def install(python: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
-            *, quiet: bool = False) -> Ran:
-    """``uv pip install`` of ``requirements`` into ``python``'s env, with ``overrides`` written to
-    ``override_file`` and forced."""
-    override_file.write_text("\n".join(overrides) + "\n", encoding="utf-8")
-    argv = [uv_bin(), "pip", "install", *(["--quiet"] if quiet else []), "--python", str(python), *requirements,
-            "--overrides", str(override_file)]
-    return run_tool(argv, timeout=timeout)
 
 
 def probes_path(where: Path) -> Path:
@@ -135,6 +147,7 @@ def clean_env(pythonpath: Path | None, **extra: str) -> dict[str, str]:
     """The environment of a process that runs our code in an env (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     env.update(RUN_ENV)
+    env.update(NO_SELF_UPDATE)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     env.update(extra)

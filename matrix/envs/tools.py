@@ -67,8 +67,9 @@ class Ran:
 
 
 def run_tool(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None) -> Ran:
-    full_env = {**os.environ, **(env or {})}
+             timeout: float | None = None, exact_env: dict[str, str] | None = None) -> Ran:
+    """Run a tool of ours with our environment plus ``env`` (or with exactly ``exact_env``)."""
+    full_env = dict(exact_env) if exact_env is not None else {**os.environ, **(env or {})}
     try:
         proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
                               check=False)

@@ -3,9 +3,10 @@
 ``inspect_python`` asks the interpreter for its version, wheel tags, site
 directory, torch and CUDA device (torch must import: the check runs on a
 Python that already has it). ``prepare`` installs one case's wheels with
-``pip install --no-deps --no-index --target`` into a scratch folder (the
-guard case's unsloth wheel rebuilt here from the wheelhouse's base wheel by
-the harness's backport builder) and writes a two-line interpreter wrapper
+``pip install --no-deps --no-index --target`` into a scratch folder (an
+offline ``matrix.envs.recipe.Recipe``; the guard case's unsloth wheel
+rebuilt here from the wheelhouse's base wheel by the harness's backport
+builder) and writes a two-line interpreter wrapper
 that puts that folder on ``PYTHONPATH`` in front of the machine's own
 site-packages; nothing is installed into the machine's Python.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.envs import envrun
+from matrix.envs.recipe import Recipe, apply
 from matrix.gpu import GpuCheckError
 from matrix.gpu.wheelhouse import build_guard, guard_build, pick_wheels, record_digest, sha256_file
 from probes.checks import GpuCase, GpuMeasure
@@ -111,8 +113,9 @@ def prepare(m: GpuMeasure, c: GpuCase, interp: Interpreter, doc: dict[str, Any],
                       "same_as_wheelhouse": built == guard["record_sha256"]}
         files.insert(0, wheel)
         unsloth_digest = sha256_file(wheel)
-    argv = [*installer(interp.python), "--no-deps", "--no-index", "--target", str(site), *map(str, files)]
-    res = envrun.run(argv, cwd=None, env=envrun.clean_env(None), timeout=600)
+    how = Recipe(python=interp.version, requirements=tuple(map(str, files)), offline=True, no_deps=True)
+    res = apply(how, interp.python, root, 600, installer=installer(interp.python), target=site,
+                env=envrun.clean_env(None))
     if not res.ok:
         raise GpuCheckError(f"case {c.name}: installing its wheels failed (exit {res.returncode}):\n"
                          f"{(res.stderr or res.stdout).strip()[-2000:]}")

@@ -15,7 +15,7 @@ the release after an ``@`` (``"tests/backports/zoo-fix-none-only"``,
 ``"<folder>@2026.9.3"``). Either is built by the source a matrix cell would
 use (``matrix.sources``: ``PypiSource``, ``BackportSource`` rebuilding the
 wheel) and installed next to the target's unsloth with uv overrides
-(``matrix.envs.envrun``), one env per zoo.
+(a ``matrix.envs.recipe.Recipe``, as a cell's), one env per zoo.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.envs import envrun
+from matrix.envs import envrun, recipe
 from matrix.errors import MutationError, SkewmatrixError
 from matrix.sources import BackportSource, BuildSource, PypiSource
 from matrix.sources.backport_build import MANIFEST
@@ -125,8 +125,8 @@ def build_env(env_dir: Path, unsloth: str, zoo: BuildSource, python: str = "3.11
     except (SkewmatrixError, OSError) as exc:  # OSError: e.g. no index while downloading a base wheel
         raise MutationError(f"zoo {zoo.describe()}: {exc}") from None
     unsloth_pin = f"unsloth=={unsloth}"
-    res = envrun.install(py, [unsloth_pin, made.requirement], [unsloth_pin, made.pin],
-                         env_dir / "skewmatrix-overrides.txt", INSTALL_TIMEOUT_S)
+    how = recipe.Recipe(python=python, requirements=(unsloth_pin, made.requirement), overrides=(unsloth_pin, made.pin))
+    res = recipe.apply(how, py, env_dir / "skewmatrix-build", INSTALL_TIMEOUT_S)
     if not res.ok:
         raise MutationError(f"uv pip install unsloth=={unsloth} with zoo {zoo.describe()} failed "
                             f"(exit {res.returncode}):\n{res.tail()}")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,13 +57,12 @@ def test_a_throwaway_env_is_deleted_after_use_and_when_it_cannot_be_built(
 
     installs: list[tuple[list[str], list[str]]] = []
 
-    def install(py: Path, requirements: list[str], overrides: list[str], override_file: Path, timeout: float,
-                *, quiet: bool = False) -> Ran:
-        installs.append((requirements, overrides))
-        return Ran(["uv", "pip", "install"], 1 if "broken==1" in requirements else 0, "", "no solution found")
+    def apply(how: Any, py: Path, workdir: Path, timeout: float, *, quiet: bool = False) -> Ran:
+        installs.append((list(how.requirements), list(how.overrides)))
+        return Ran(["uv", "pip", "install"], 1 if "broken==1" in how.requirements else 0, "", "no solution found")
 
     monkeypatch.setattr(envrun, "create_env", create_env)
-    monkeypatch.setattr(envrun, "install", install)
+    monkeypatch.setattr(envrun, "apply", apply)
     with envrun.throwaway(tmp_path, "t-", "3.11", ["a==1", "b==2"], ["b==2"], 60) as env:
         assert env.python == made[0] / "bin" / "python" and env.scratch.is_dir()
         assert env.scratch.parent == env.root == made[0].parent
@@ -71,3 +72,33 @@ def test_a_throwaway_env_is_deleted_after_use_and_when_it_cannot_be_built(
           envrun.throwaway(tmp_path, "t-", "3.11", ["a==1", "broken==1"], [], 60)):
         raise AssertionError("entered an env that could not be built")
     assert not list(tmp_path.iterdir())  # deleted when it could not be built
+
+
+def test_a_probe_process_has_the_self_update_switches_and_no_index_to_reach(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue #30: `import unsloth` 2025.1-2025.3 runs `pip install --upgrade unsloth_zoo`; the caller's own index
+    settings (a find-links folder, a config file, a proxy exception) must not reach a probe process."""
+    for k, v in {"PIP_FIND_LINKS": "/opt/wheels", "PIP_EXTRA_INDEX_URL": "https://mirror", "UV_FIND_LINKS": "/w",
+                 "UV_INDEX": "https://mirror", "no_proxy": "*", "https_proxy": "http://corp:3128",
+                 "UNSLOTH_DISABLE_AUTO_UPDATES": "0"}.items():
+        monkeypatch.setenv(k, v)
+    env = envrun.clean_env(tmp_path / "pp")
+    assert env["UNSLOTH_DISABLE_AUTO_UPDATES"] == "1"
+    assert env["PIP_NO_INDEX"] == "1" and env["UV_OFFLINE"] == "1" and env["UV_NO_CACHE"] == "1"
+    assert env["PIP_CONFIG_FILE"] == os.devnull and env["UV_NO_CONFIG"] == "1"
+    assert not {"PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX"} & set(env)
+    for k in ("PIP_INDEX_URL", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "http_proxy", "https_proxy", "all_proxy",
+              "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        assert env[k] == "http://127.0.0.1:9", k  # a closed port on the loopback interface
+    assert env["no_proxy"] == env["NO_PROXY"] == ""
+    assert envrun.run_python(Path(sys.executable), "import os; print(os.environ['PIP_NO_INDEX'])").stdout.strip() \
+        == "1"  # the interpreter checks of pinned and the GPU run get the same
+
+
+def test_the_closed_port_refuses_a_connection() -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(envrun.CLOSED)
+    with pytest.raises(OSError), socket.create_connection((where.hostname, where.port), timeout=5):
+        pass

@@ -342,13 +342,12 @@ def test_build_env_installs_the_materialised_zoo_with_overrides(tmp_path: Path, 
             seen["workdir"] = workdir
             return Materialized(str(wheel), f"unsloth_zoo @ {wheel.as_uri()}", "abc")
 
-    def fake_install(python: Path, reqs: list[str], overrides: list[str], override_file: Path, timeout: float,
-                     ) -> Any:
-        seen.update(python=python, reqs=reqs, overrides=overrides)
+    def fake_apply(how: Any, python: Path, workdir: Path, timeout: float) -> Any:
+        seen.update(python=python, reqs=list(how.requirements), overrides=list(how.overrides))
         return type("Res", (), {"ok": True})()
 
     monkeypatch.setattr(envrun, "ensure_env", lambda env_dir, python: env_dir / "bin" / "python")
-    monkeypatch.setattr(envrun, "install", fake_install)
+    monkeypatch.setattr(survivors.recipe, "apply", fake_apply)
     got = survivors.build_env(tmp_path / "env", "2026.10.9", Rebuilt(package="unsloth_zoo", base_dir=tmp_path))
     assert got == seen["python"] == tmp_path / "env" / "bin" / "python"
     assert seen["reqs"] == ["unsloth==2026.10.9", str(wheel)]

@@ -12,7 +12,7 @@ import pytest
 from matrix import spec
 from matrix.cells import cell as cell_mod
 from matrix.cells.cell import CellRun
-from matrix.envs import envrun
+from matrix.envs import envrun, recipe
 from matrix.envs.tools import Ran
 from matrix.sources import Materialized
 from tests.matrices import ONE_CELL
@@ -53,7 +53,7 @@ def fake_tools(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
             return real_run(argv, *args, **kwargs)  # not the probe process (e.g. platform's `uname -p`)
         return subprocess.CompletedProcess(argv, 1)
 
-    for module in (cell_mod, envrun):  # the admissibility question (cell), the env and its install (envrun)
+    for module in (recipe, envrun):  # the admissibility question and the install (recipe), the env (envrun)
         monkeypatch.setattr(module, "uv_bin", lambda: "uv")
         monkeypatch.setattr(module, "run_tool", run_tool)
     monkeypatch.setattr(cell_mod, "disk_problem", lambda where: None)
@@ -121,7 +121,8 @@ def test_digest_follows_the_stack_values_and_keeps_results_from_before_stacks(tm
     ident = {"schema": cell_mod.CELL_SCHEMA,
              "builds": {r: {"pin": m.pin, "digest": None} for r, m in sorted(made().items())},
              "options": {k: v for k, v in sorted(plain.options.__dict__.items()) if k not in ("transformers", "trl")},
-             "guard_module": None, "probes": cell_mod.probes_digest()}
+             "guard_module": None, "probes": cell_mod.probes_digest(),
+             "recipe": recipe.for_cell(plain, made()).digest()}  # the install recipe's own digest (#31)
     old = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     assert cell_mod.cell_digest(plain, made()) == old
 
