@@ -145,7 +145,7 @@ def cell_digest(cell: Cell, made: dict[str, Materialized]) -> str:
                     if v or k not in stacks.TRAINER_PACKAGES},
         "guard_module": guard_module_of(cell),
         "probes": probes_digest(),
-        "recipe": recipe.for_cell(cell, made).digest(),
+        "recipe": trees.recipe_of(cell, made).digest(),
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
@@ -274,7 +274,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
 
     # 2. would a plain install admit the pair?
     t = time.perf_counter()
-    how = recipe.for_cell(cell, made)
+    how = trees.recipe_of(cell, made)
     run.record["recipe"] = how.as_record()
     # with the requested torch/transformers/trl as plain requirements (the recipe forces them as overrides)
     run.record["admissible"] = recipe.admissibility(how, build_dir, stacks.requirement_lines(opts))

@@ -28,22 +28,11 @@ import hashlib
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from matrix.envs.tools import Ran, run_tool, uv_bin
-from matrix.spec import axes, stacks
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-if TYPE_CHECKING:
-    from matrix.sources import Materialized
-    from matrix.spec import Cell
 
 # Version of the code that turns a recipe into commands (bump it when apply() changes what it runs).
 RECIPE_VERSION = 1
@@ -148,36 +137,6 @@ def admissibility(recipe: Recipe, workdir: Path, extra: list[str] | None = None)
         return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
     return {"value": None, "method": method,
             "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
-
-
-def for_cell(cell: Cell, made: dict[str, Materialized]) -> Recipe:
-    """A cell's recipe. Wheel builds: each build's requirement, pinned by override so the resolver cannot swap
-    it, with the requested torch/transformers/trl forced too. A source-tree subject: each tree's own
-    ``pyproject.toml`` dependencies (with the subject's extras the tree declares, ``--no-sources``: a tree's
-    private indexes are out of reach), the tree itself not installed, the requested stack as overrides."""
-    subject = axes.subject_of(cell.roles)
-    wanted = stacks.requirement_lines(cell.options)
-    python = cell.options.python
-    if subject is None or not subject.is_tree:
-        return Recipe(python=python, requirements=tuple(m.requirement for m in made.values()),
-                      overrides=(*(m.pin for m in made.values()), *wanted))
-    install, admit = ["--no-sources"], ["--no-sources"]
-    for m in made.values():
-        pyproject = (m.tree or Path()) / "pyproject.toml"
-        declared = tree_extras(pyproject)
-        extras = [x for e in subject.extras if e in declared for x in ("--extra", e)]
-        install += ["-r", str(pyproject), *extras]
-        admit += [str(pyproject), *extras]
-    return Recipe(python=python, requirements=tuple(install), overrides=tuple(wanted), admit=tuple(admit))
-
-
-def tree_extras(pyproject: Path) -> set[str]:
-    """The optional-dependency groups a tree's ``pyproject.toml`` declares (none when unreadable)."""
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
-    return set((data.get("project") or {}).get("optional-dependencies") or {})
 
 
 def venv_python(options: Any) -> str:

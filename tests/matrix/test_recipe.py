@@ -14,6 +14,7 @@ from matrix.cells import cell as cell_mod
 from matrix.envs import recipe
 from matrix.envs.recipe import Recipe
 from matrix.sources import Materialized
+from matrix.spec import trees
 from tests.matrices import ONE_CELL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,8 +53,8 @@ def test_a_change_to_a_recipe_field_makes_a_stored_cell_stale(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     c = one_cell(tmp_path)
     path = stored(tmp_path, cell_mod.cell_digest(c, made()))
-    real = recipe.for_cell
-    monkeypatch.setattr(recipe, "for_cell", lambda cell, m: dataclasses.replace(real(cell, m), link_mode="copy"))
+    real = trees.recipe_of
+    monkeypatch.setattr(trees, "recipe_of", lambda cell, m: dataclasses.replace(real(cell, m), link_mode="copy"))
     assert cell_mod.reusable(path, cell_mod.cell_digest(c, made())) is None
 
 
@@ -75,7 +76,7 @@ def test_the_recipe_digest_counts_every_field_and_no_path_of_this_run() -> None:
 
 def test_a_cells_recipe_pins_its_builds_by_override_and_installs_that(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    how = recipe.for_cell(one_cell(tmp_path), made())
+    how = trees.recipe_of(one_cell(tmp_path), made())
     assert how.requirements == ("unsloth==2026.10.9", "unsloth-zoo==2026.9.3")
     assert how.overrides == ("unsloth==2026.10.9", "unsloth-zoo==2026.9.3") and how.python == "3.11"
     monkeypatch.setattr(recipe, "uv_bin", lambda: "uv")

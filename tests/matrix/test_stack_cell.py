@@ -15,6 +15,7 @@ from matrix.cells.cell import CellRun
 from matrix.envs import envrun, recipe
 from matrix.envs.tools import Ran
 from matrix.sources import Materialized
+from matrix.spec import trees
 from tests.matrices import ONE_CELL
 
 STACK = '[options]\ntorch = ">=2.12,<2.15"\n[[stack]]\nname = "floor"\ntransformers = "4.52.4"\ntrl = "==0.18.2"\n'
@@ -122,7 +123,7 @@ def test_digest_follows_the_stack_values_and_keeps_results_from_before_stacks(tm
              "builds": {r: {"pin": m.pin, "digest": None} for r, m in sorted(made().items())},
              "options": {k: v for k, v in sorted(plain.options.__dict__.items()) if k not in ("transformers", "trl")},
              "guard_module": None, "probes": cell_mod.probes_digest(),
-             "recipe": recipe.for_cell(plain, made()).digest()}  # the install recipe's own digest (#31)
+             "recipe": trees.recipe_of(plain, made()).digest()}  # the install recipe's own digest (#31)
     old = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     assert cell_mod.cell_digest(plain, made()) == old
 
