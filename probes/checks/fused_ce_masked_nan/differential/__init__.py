@@ -135,6 +135,8 @@ PROPERTIES: dict[str, str] = {
     "d7-no-side-effects-env": "os.environ: no kernel-relevant or guard-named key changed by import or calls",
     "d8-no-side-effects-globals": "zoo's module globals and kernel class attributes unchanged by import or calls",
     "d9-caller-tensors-unchanged": "a call changes the caller's tensors and kwargs only as zoo's own call does",
+    "d10-faults-propagate": "zoo's kernel made to raise below the guard (an OOM, a TypeError): the guarded call "
+                            "raises the same, and answers only an empty batch it never handed to zoo",
 }
 PROPERTY_IDS = tuple(PROPERTIES)
 
