@@ -109,10 +109,12 @@ def test(ctx: PhaseContext) -> dict[str, Any]:
                 "reason": f"n/a: {why}" if zoo else why, "duration_s": 0.0, "details": {}}
     target, records = zoo.get("target"), zoo.get("records") or {}
     rows = []
-    for key, z in records.items():
-        name, kind = key.split("|")
-        g = record(name, target, kind) if target else {}
-        rows.append({"case": name, "kind": kind, "empty": z["empty"], "zoo": z, "guarded": g})
+    for name in CASES:  # in this order, whatever order the records came back in (labels left first)
+        for kind in faults.FAULTS:
+            z = records.get(f"{name}|{kind}")
+            if z is not None:
+                g = record(name, target, kind) if target else {}
+                rows.append({"case": name, "kind": kind, "empty": z["empty"], "zoo": z, "guarded": g})
     outcome, reason, details = faults.summarize(target, list(zoo.get("tried") or ()), rows)
     return {"id": TEST_ID, "title": TITLE, "outcome": outcome, "reason": reason,
             "duration_s": round(time.perf_counter() - start, 4), "details": details}
