@@ -9,6 +9,12 @@ reference it gives (the defined zero, or the fixed zoo's answer); and the unguar
 property but the defined empty answer (zoo gives NaN there: the suite checking itself). A third party's
 guard without the protocol hooks (tests/backports/hookless-guard) answers 0 where zoo raises only for a
 count shape no trainer sends: it is judged right on the vulnerable zoo and stays out on the fixed one.
+
+Fault injection (``d10-faults-propagate``; the CPU check's ``c6-faults-propagate``): zoo's kernel is made to
+raise below the guard. A guard that turns zoo's RuntimeError into a zero loss (``diff_catch_runtime_error``,
+and for the CPU kernel tests/backports/cpu-ce-catch-runtime-error on the zoo that has one) passes every other
+test, so only the injection makes it ``broken``; the ``except Exception`` variant (``diff_swallow_errors``)
+fails it too, and the right guards pass it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ FUSED = "fused-ce-masked-nan"
 ZOO = "z-vuln"
 PROPERTIES = ("d1-same-answer", "d2-same-gradients", "d3-same-meta", "d4-same-exception",
               "d5-defined-empty-answer", "d6-non-finite-stays", "d7-no-side-effects-env",
-              "d8-no-side-effects-globals", "d9-caller-tensors-unchanged")
+              "d8-no-side-effects-globals", "d9-caller-tensors-unchanged", "d10-faults-propagate")
+FAULTS = "d10-faults-propagate"
+CPU = "cpu-ce-masked-nan"
+CPU_GUARD = ROOT / "tests" / "backports" / "cpu-ce-catch-runtime-error"
 
 # wrong guard -> (the property that must fail, words its one-line reason must carry)
 WRONG = {
@@ -46,6 +55,7 @@ WRONG = {
     "diff_compile_flag": ("d8-no-side-effects-globals", "_FUSED_CE_COMPILE_SUPPORTED"),
     "diff_labels_in_place": ("d9-caller-tensors-unchanged", "caller's labels"),
     "diff_sentinel_always_ignored": ("d4-same-exception", "labels=sentinel_-100"),
+    "diff_catch_runtime_error": (FAULTS, "labels left"),
 }
 CORRECT = ("shipped", "correct_second_guard", "correct_delegate_count_one")
 HOOKLESS = ROOT / "tests" / "backports" / "hookless-guard"
@@ -97,10 +107,18 @@ package = "unsloth"
 source = "backport"
 base = "u"
 backport = "backports/hookless-guard"
+
+[[build]]
+name = "g-cpu-catch"
+package = "unsloth"
+source = "backport"
+base = "u"
+backport = "backports/cpu-ce-catch-runtime-error"
 """
     shutil.copytree(HOOKLESS, base / "backports" / "hookless-guard")
+    shutil.copytree(CPU_GUARD, base / "backports" / "cpu-ce-catch-runtime-error")
     include = [f'{{ unsloth = "u", zoo = "{ZOO}" }}', f'{{ unsloth = "g-hookless", zoo = "{ZOO}" }}',
-               f'{{ unsloth = "g-hookless", zoo = "{FIXED}" }}']
+               f'{{ unsloth = "g-hookless", zoo = "{FIXED}" }}', f'{{ unsloth = "g-cpu-catch", zoo = "{FIXED}" }}']
     for name in (*WRONG, *CORRECT):
         guard_backport(base, name)
         text += (f'\n[[build]]\nname = "{build_name(name)}"\npackage = "unsloth"\nsource = "backport"\n'
@@ -118,6 +136,7 @@ backport = "backports/hookless-guard"
         found[cell["cell_id"]] = cell
     for c in json.loads((out / "report.json").read_text())["cells"]:
         found[c["cell_id"]]["verdict"] = c["verdicts"][FUSED]
+        found[c["cell_id"]]["cpu_verdict"] = c["verdicts"][CPU]
     return found
 
 
@@ -139,7 +158,9 @@ def test_a_wrong_guard_fails_its_property_with_a_minimal_input(cells: dict[str, 
     assert t["outcome"] == "fail", (prop, t["reason"])
     assert t["reason"].startswith(f'property "{prop.split("-", 1)[1]}": '), t["reason"]
     assert words in t["reason"], t["reason"]
-    if prop not in ("d7-no-side-effects-env", "d8-no-side-effects-globals"):
+    if prop == FAULTS:  # zoo's own inputs, named by case and where the fault was injected
+        assert "injected at torch.func:grad_and_value" in t["reason"], t["reason"]
+    elif prop not in ("d7-no-side-effects-env", "d8-no-side-effects-globals"):
         assert "bsz=" in t["reason"] and "seed=" in t["reason"], t["reason"]  # the minimal input, in one line
     verdict = cells[f"{build_name(name)}__{ZOO}"]["verdict"]
     assert verdict["guard"] == "broken" and prop in verdict["guard_reason"], verdict
@@ -208,3 +229,67 @@ def test_a_guard_that_hands_zoo_a_safe_count_is_not_failed_for_zoos_own_accelera
     t10 = next(t for t in behavior["tests"] if t["id"].startswith("10"))
     assert t10["outcome"] == "pass", t10
     assert str(t10["details"]["first_only_defaults_omitted"]).startswith("n/a: this host cannot run zoo's defaults")
+
+
+def suite_outcomes(cell: dict[str, Any], check: str) -> dict[str, str]:
+    """Every behaviour and differential test of ``check`` in ``cell``: id -> outcome."""
+    out = {}
+    for s in cell["checks"][check]["steps"]:
+        if s["name"] in ("behavior", "differential") and s["status"] == "ok":
+            out.update({t["id"]: t["outcome"] for t in s["result"]["tests"]})
+    return out
+
+
+def test_only_fault_injection_catches_a_guard_that_turns_zoos_runtime_error_into_a_zero(
+        cells: dict[str, dict[str, Any]]) -> None:
+    # The guard differs from the shipped one only where zoo's forward raises a RuntimeError on a batch with
+    # labels left; no input of the suites makes zoo raise one on this host, so before d10 it activated.
+    cell = cells[f"{build_name('diff_catch_runtime_error')}__{ZOO}"]
+    outcomes = suite_outcomes(cell, FUSED)
+    assert {k for k, v in outcomes.items() if v == "fail"} == {FAULTS}, outcomes
+    t = differential(cells, build_name("diff_catch_runtime_error"))[FAULTS]
+    assert "RuntimeError: CUDA out of memory" in t["reason"] and "guarded answers loss 0" in t["reason"], t
+    # the TypeError passes through: only the 2 labels-left cases x 2 routes with the OOM fail
+    assert t["details"]["failed"] == 4 and all("oom" in f for f in t["details"]["failing"]), t["details"]
+    assert cell["verdict"]["guard"] == "broken" and FAULTS in cell["verdict"]["guard_reason"], cell["verdict"]
+
+
+def test_the_except_exception_variant_fails_fault_injection_too(cells: dict[str, dict[str, Any]]) -> None:
+    t = differential(cells, build_name("diff_swallow_errors"))[FAULTS]
+    assert t["outcome"] == "fail" and "labels left" in t["reason"], t
+    # both faults on both labels-left cases and both routes; the fully masked ones it answers itself
+    assert t["details"]["failed"] == 8, t["details"]
+
+
+def test_right_guards_pass_fault_injection_each_its_own_way(cells: dict[str, dict[str, Any]]) -> None:
+    # The shipped guard answers a fully masked batch before zoo's kernel runs (nothing to swallow); the
+    # delegating one hands it to zoo, which raises, and raises alike; the unguarded zoo raises everywhere.
+    shipped = differential(cells, build_name("shipped"))[FAULTS]
+    assert shipped["outcome"] == "pass" and "8 fully masked ones answered by the guard itself" in shipped["reason"]
+    delegating = differential(cells, build_name("correct_delegate_count_one"))[FAULTS]
+    assert delegating["outcome"] == "pass" and "answered by the guard itself" not in delegating["reason"]
+    for t in (shipped, delegating, differential(cells, "u")[FAULTS]):
+        assert t["details"]["judged"] == 16 and t["details"]["target"] == "torch.func:grad_and_value", t
+
+
+def test_a_cpu_kernel_guard_that_swallows_zoos_runtime_error_is_broken_by_its_fault_test(
+        cells: dict[str, dict[str, Any]]) -> None:
+    cell = cells[f"g-cpu-catch__{FIXED}"]
+    outcomes = suite_outcomes(cell, CPU)
+    assert {k for k, v in outcomes.items() if v == "fail"} == {"c6-faults-propagate"}, outcomes
+    c6 = next(t for s in cell["checks"][CPU]["steps"] if s["name"] == "behavior" for t in s["result"]["tests"]
+              if t["id"] == "c6-faults-propagate")
+    assert "unsloth_zoo.cpu.ops:_softmax_without_collapse" in c6["reason"], c6
+    # the OOM on both labels-left batches, and on the all-masked one whose count tensor(0) it hands to zoo (it
+    # answers only the count None itself); the TypeError passes through everywhere
+    assert sorted(c6["details"]["failing"]) == ["all masked, count tensor(0) (oom)", "labels left, no count (oom)",
+                                                "labels left, their count (oom)"], c6["details"]
+    verdict = cell["cpu_verdict"]
+    assert verdict["guard"] == "broken" and "c6-faults-propagate" in verdict["guard_reason"], verdict
+    # the same zoo without that guard: its own kernel, made to raise, raises through the module attribute
+    plain = cells[f"g-hookless__{FIXED}"]
+    assert suite_outcomes(plain, CPU)["c6-faults-propagate"] == "pass"
+    raw = next(s for s in plain["checks"][CPU]["steps"] if s["name"] == "faults")["result"]
+    assert raw["zoo_raised"] == raw["cases"] == 8, raw
+    # zoo 2026.9.3 has no CPU kernel: the test says so
+    assert suite_outcomes(cells[f"u__{ZOO}"], CPU)["c6-faults-propagate"] == "n/a"

@@ -3,6 +3,8 @@
 * raw process (never imports unsloth): the runtime detector -- an all-masked
   batch with ``num_items_in_batch=None`` straight into zoo's function -- plus
   the function's fingerprint, handed to the unsloth process.
+* raw process, then: ``faults``, zoo's kernel made to raise by an injected fault
+  (``faults.py``), zoo's answers recorded for the suite's last test.
 * unsloth process: ``guard`` (is the function still zoo's own after ``import
   unsloth``, and is the all-masked call finite through the module attribute
   that callers resolve) and a short ``behavior`` suite.
@@ -21,6 +23,7 @@ from typing import Any
 from probes.checks import PhaseContext, Step
 from probes.checks.installed import fingerprint
 
+from . import faults as _faults
 from . import static as _static
 
 TITLES = {
@@ -29,6 +32,7 @@ TITLES = {
     "c3-dense-reference": "dense labels, no num_items: close to an unchunked reference",
     "c4-sparse-reference": "rows that differ in emptiness, with num_items: close to the reference",
     "c5-chunks": "several chunks (chunk_rows=2) give the one-chunk result, two shapes",
+    _faults.TEST_ID: _faults.TITLE,
 }
 
 
@@ -150,6 +154,7 @@ def behavior_step(ctx: PhaseContext) -> dict[str, Any]:
             outcome, reason, details = "fail", f"crashed: {type(exc).__name__}: {exc}", {}
         tests.append({"id": test_id, "title": TITLES[test_id], "outcome": outcome, "reason": reason,
                       "duration_s": 0.0, "details": details})
+    tests.append(_faults.test(ctx))
     return {"tests": tests, "extra": []}
 
 
@@ -167,6 +172,6 @@ def train_step(ctx: PhaseContext) -> dict[str, Any]:
     return train.run(ctx.device, ctx.torch_compile)
 
 
-RAW_STEPS = (Step("runtime", runtime_step),)
-UNSLOTH_STEPS = (Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step))
+RAW_STEPS = (Step("runtime", runtime_step), Step("faults", _faults.raw_step))
+UNSLOTH_STEPS = (Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step, needs_raw=True))
 CPU_BACKEND_STEPS = (Step("train", train_step, training=True),)

@@ -35,6 +35,17 @@ every batch, empty or not, before and after its fix, and no trainer sends.
 Exceptions on the labels or the mask (a label out of range, a mask of
 another shape) are the contract.
 
+Faults below the guard (``faults.py``, ``d10``). Where zoo raises for a
+reason no generated input reaches on this host (an out-of-memory, a failed
+compile), the guarded call must raise the same type too. Both processes make
+zoo's kernel raise by injecting a fault into what its forward calls at call
+time (``torch.func.grad_and_value`` first), on batches with labels left and
+on fully masked ones with a zero count. With labels left any answer fails;
+fully masked, the defined empty answer passes only when zoo's kernel never
+ran (the guard answered before calling it): one that reached zoo and
+answered swallowed zoo's exception. A case where the injection does not make
+zoo's own kernel raise in the raw process is ``n/a`` with the reason.
+
 Oracle in another process. A guard with no install/uninstall hook (a
 third-party guard that only patches at import) cannot be taken out, so
 zoo's answers come from the raw process, which never imports unsloth
@@ -135,6 +146,8 @@ PROPERTIES: dict[str, str] = {
     "d7-no-side-effects-env": "os.environ: no kernel-relevant or guard-named key changed by import or calls",
     "d8-no-side-effects-globals": "zoo's module globals and kernel class attributes unchanged by import or calls",
     "d9-caller-tensors-unchanged": "a call changes the caller's tensors and kwargs only as zoo's own call does",
+    "d10-faults-propagate": "zoo's kernel made to raise below the guard (an OOM, a TypeError): the guarded call "
+                            "raises the same, and answers only an empty batch it never handed to zoo",
 }
 PROPERTY_IDS = tuple(PROPERTIES)
 

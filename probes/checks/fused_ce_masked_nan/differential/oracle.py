@@ -18,7 +18,7 @@ import inspect
 import time
 from typing import Any
 
-from . import SHARED_KEY, example_count, seed, state
+from . import SHARED_KEY, example_count, faults, seed, state
 from . import spec as specs
 
 # Stop answering lattices past this many seconds (the examples themselves are always answered).
@@ -117,6 +117,7 @@ def raw_step(ctx: Any) -> dict[str, Any]:
         for v in specs.lattice(s, has_compute_gradients=k.has_compute_gradients, cuda=cuda):
             answer(v)
     globals_after = state.globals_snapshot()
+    injected = faults.raw(k, k.has_compute_gradients, cuda)  # zoo made to raise (d10), after the snapshots
     seconds = round(time.perf_counter() - start, 3)
     cpu_seconds = round(time.process_time() - cpu_start, 3)
     ctx.shared[SHARED_KEY] = {
@@ -125,10 +126,10 @@ def raw_step(ctx: Any) -> dict[str, Any]:
         "env": env, "globals": globals_before,
         "globals_changed_by_calls": sorted(state.diff(globals_before, globals_after)),
         "kernel_env_keys": sorted(state.kernel_env_keys()), "seconds": seconds, "cpu_seconds": cpu_seconds,
-        "lattice_truncated": truncated,
+        "lattice_truncated": truncated, faults.SHARED_KEY: injected,
     }
     region = sum(in_region(answers[specs.key(s)]) for s in examples)
     raised = sum("e" in answers[specs.key(s)] for s in examples)
     return {"seed": the_seed, "examples": len(examples), "answers": len(answers), "region_examples": region,
-            "zoo_raised": raised, "lattice_truncated": truncated, "signature": k.signature,
-            "seconds_in_kernel": seconds, "cpu_seconds": cpu_seconds, "compile": COMPILE}
+            "zoo_raised": raised, "lattice_truncated": truncated, "fault_target": injected["target"],
+            "signature": k.signature, "seconds_in_kernel": seconds, "cpu_seconds": cpu_seconds, "compile": COMPILE}
