@@ -13,7 +13,7 @@ from matrix.scan.cache import write_atomic
 from matrix.scan.history.history_confirm import DEFAULT_MAX, confirm
 from matrix.scan.history.history_page import heatmap, markdown
 from matrix.scan.history.history_run import HistoryOptions, run
-from matrix.spec.settings import scan_cache_dir
+from matrix.settings import scan_cache_dir
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:

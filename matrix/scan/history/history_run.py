@@ -19,7 +19,7 @@ from matrix.index import IndexClient, redact
 from matrix.scan.cache import ScanIndex
 from matrix.scan.fetch import Fetcher
 from matrix.scan.history import grid, metadata_caps, readers
-from matrix.spec.settings import scan_cache_dir
+from matrix.settings import scan_cache_dir
 from probes import checks
 
 SCHEMA = "skewmatrix.scan.history/1"
