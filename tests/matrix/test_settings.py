@@ -50,6 +50,6 @@ def test_no_module_but_the_table_names_a_setting_in_its_code() -> None:
     Words for a person (a help text, an error naming the variable to set) may name one."""
     files = [ROOT / "noxfile.py", *sorted(p for pkg in ("matrix", "probes", "reports")
                                           for p in (ROOT / pkg).rglob("*.py") if "backports" not in p.parts)]
-    found = [f"{p.relative_to(ROOT)}:{n}: {m}" for p in files if p != ROOT / "matrix" / "settings.py"
-             for n, text in code_strings(p) if (m := NAME.fullmatch(text)) for m in [m.group()]]
+    found = [f"{p.relative_to(ROOT)}:{n}: {text}" for p in files if p != ROOT / "matrix" / "settings.py"
+             for n, text in code_strings(p) if NAME.fullmatch(text)]
     assert found == []
