@@ -54,10 +54,10 @@ from nox.command import CommandFailed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from matrix import cli, errors
+from matrix import cli, errors, settings
 from matrix.cli import sessions
 from matrix.envs import recipe
-from matrix.spec.settings import RUN_ID_ENV
+from matrix.settings import RUN_ID_ENV
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["matrix"]
@@ -80,8 +80,8 @@ PYTEST_DEFAULT = ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder", "-
 # whether `matrix` was asked for (so its cells defer their failures to it), and how many cells the run has --
 # is handed to those child processes through the environment they inherit, tied to the run's id so that a
 # nested run starts afresh. Nothing in this process reads them back for itself.
-FANIN_ENV = "SKEWMATRIX_FANIN"
-PROGRESS_ENV = "SKEWMATRIX_PROGRESS"  # "RUN N": how many cells this run has, for the [k/N] lines
+FANIN_ENV = settings.FANIN_ENV
+PROGRESS_ENV = settings.PROGRESS_ENV  # "RUN N": how many cells this run has, for the [k/N] lines
 _requested = sessions.requested_sessions(sys.argv[1:], nox.options.sessions) or []
 
 
@@ -180,7 +180,7 @@ def scan(session: nox.Session) -> None:
 @nox.session(python=False)
 def history(session: nox.Session) -> None:
     """Every unsloth x zoo release pair of a window, judged from source: history.json/.md/.html."""
-    _exit(session, cli.session_main("history", list(session.posargs)))
+    _exit(session, cli.session_main("history", list(session.posargs), base=BASE))
 
 
 @nox.session(python=False)

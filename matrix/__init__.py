@@ -8,12 +8,14 @@ the network: expensive work happens only when a function asks.
 The rooms, each one concept (module names are unique across ``matrix`` and
 ``reports``; each entry opens with a one-line docstring):
 
-* ``cli/``: the command line (one argparse tree; ``cli/exits`` owns the exit
+* ``cli/``: the command line (one argparse tree; ``errors`` owns the exit
   codes and their table) and the thin commands ``release_gate``, ``pinned``,
   ``bench``, with ``ci`` and ``sessions`` (what CI and nox need);
-* ``errors``: every harness error, each with its exit code;
+* ``errors``: every harness error, each with its exit code, the exit table and
+  the one parser factory; ``settings``: beside it, the one table of the
+  ``SKEWMATRIX_*`` settings and their one reader;
 * ``spec/``: a matrix file, validated on load (``tables``, ``axes``,
-  ``inputs``, ``stacks``, ``expect``, ``shard``, ``trees``, ``settings``);
+  ``inputs``, ``stacks``, ``expect``, ``shard``, ``trees``);
   data: ``default.toml``, ``stacks.toml``, ``nanochat.toml``, ``gpu.toml``;
 * ``cells/``: the run as a value (``runs``), the pipeline over its cells
   (``pipeline``), one cell's steps (``cell``), what an env holds

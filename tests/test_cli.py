@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix import cli, spec
+from matrix import cli, settings, spec
 from matrix.cells import runs
 from matrix.cli import sessions
 from matrix.errors import EXIT_GATE, EXIT_HARNESS, EXIT_OK, SkewmatrixError, gate_code, run_code
@@ -270,7 +270,7 @@ def test_noxfile_cell_listing_exits_through_the_one_mapping(tmp_path: Path, monk
     with pytest.raises(SystemExit) as exit_:
         cli.run_or_exit()
     assert exit_.value.code == 2 and "problem(s) in the matrix file" in capsys.readouterr().err
-    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    monkeypatch.setenv(settings.DEBUG_ENV, "1")
     with pytest.raises(SystemExit):
         cli.run_or_exit()
     assert "Traceback" in capsys.readouterr().err

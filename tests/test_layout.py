@@ -385,9 +385,12 @@ def test_no_module_over_the_size_limit() -> None:
 
 
 def rooms() -> dict[str, str]:
-    """``matrix/``'s top-level modules and packages -> the first line of each one's docstring."""
+    """``matrix/``'s top-level modules and packages -> the first line of each one's docstring (the package's own
+    ``__init__`` and ``__main__`` are its door, not rooms)."""
     out = {}
     for p in sorted((ROOT / "matrix").iterdir()):
+        if p.name in ("__init__.py", "__main__.py"):
+            continue
         init = p / "__init__.py" if p.is_dir() else p
         if (p.is_dir() and init.is_file()) or p.suffix == ".py":
             out[p.name] = (ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or "").split("\n")[0]

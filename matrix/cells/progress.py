@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from matrix import settings
+
 COLOURS = {"green": "32", "yellow": "33", "red": "31", "bold": "1", "dim": "2"}
 KIND_COLOUR = {"pass": "green", "xfail": "yellow", "fail": "red", "xpass": "red"}
-TICK_ENV = "SKEWMATRIX_TICK"  # seconds between "still …" lines; tests make it short
 
 
 def use_colour(stream: TextIO | None = None) -> bool:
@@ -43,7 +44,7 @@ def paint(text: str, colour: str, stream: TextIO | None = None) -> str:
 @contextlib.contextmanager
 def ticking(say: Callable[[str], Any], doing: str, every: float | None = None) -> Iterator[None]:
     """While the block runs, ``say("still <doing>… N s")`` every ``every`` seconds (default 15)."""
-    every = every if every is not None else float(os.environ.get(TICK_ENV, "15"))
+    every = every if every is not None else float(settings.value(settings.TICK_ENV) or 15)  # tests make it short
     stop = threading.Event()
     start = time.perf_counter()
 

@@ -5,8 +5,8 @@ set and its own arguments (:func:`from_environ`, :meth:`Run.with_args`), and
 hands it down to the pipeline and the commands. Nothing below the command
 line reads ``SKEWMATRIX_OUT``, ``SKEWMATRIX_MATRIX``, ``SKEWMATRIX_SHARD``,
 ``SKEWMATRIX_STRICT`` or ``SKEWMATRIX_RUN_ID`` again, and the harness writes
-none of them into its own ``os.environ``: a child that must see the run gets
-them in its own env (:meth:`Run.child_env`). The matrix is parsed on first
+none of them into its own ``os.environ`` (the noxfile's hand-over to the session
+processes of ``nox -j`` aside: see it). The matrix is parsed on first
 use (``gate`` and ``pinned`` never need one) and then kept: one parse per run.
 """
 
@@ -20,8 +20,8 @@ from functools import cached_property
 from pathlib import Path
 
 from matrix import spec
-from matrix.spec import shard
-from matrix.spec.settings import OUT_ENV, REPO_ROOT, RUN_ID_ENV, STRICT_ENV
+from matrix.settings import REPO_ROOT
+from matrix.spec import settings, shard
 
 TRUE = ("1", "true", "yes")
 
@@ -66,26 +66,16 @@ class Run:
             changed.__dict__["matrix"] = self.__dict__["matrix"]
         return changed
 
-    def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
-        """``base`` with this run's output directory and strictness, for a child process that runs a command of
-        its own (its own run id and no shard: it is a run of its own)."""
-        env = {k: v for k, v in base.items() if k not in (RUN_ID_ENV, shard.SHARD_ENV)}
-        env[OUT_ENV] = str(self.out)
-        if self.strict:
-            env[STRICT_ENV] = "1"
-        return env
-
 
 def from_environ(environ: Mapping[str, str] | None = None, *, matrix_path: Path | None = None,
                  out: Path | None = None) -> Run:
     """The run the user's environment describes (``SKEWMATRIX_MATRIX``, ``_OUT``, ``_STRICT``, ``_RUN_ID``,
     ``_SHARD``); ``matrix_path`` and ``out`` override the environment's. Parses nothing yet."""
-    env = os.environ if environ is None else environ
-    path = matrix_path or (Path(env[spec.MATRIX_ENV].strip()) if env.get(spec.MATRIX_ENV, "").strip()
-                           else spec.DEFAULT_MATRIX)
-    value = env.get(OUT_ENV, "").strip()
-    where = out or (Path(value) if value else REPO_ROOT / "reports" / "out")
-    picked = env.get(shard.SHARD_ENV, "").strip()
-    return Run(matrix_path=path, out=where.resolve(), strict=env.get(STRICT_ENV, "").strip() in TRUE,
-               run_id=env.get(RUN_ID_ENV, "").strip() or str(os.getpid()),
-               shard=shard.parse(picked) if picked else None)
+    def get(name: str) -> str:
+        return settings.value(name, environ)
+
+    path = matrix_path or Path(get(settings.MATRIX_ENV) or spec.DEFAULT_MATRIX)
+    where = out or Path(get(settings.OUT_ENV) or REPO_ROOT / "reports" / "out")
+    picked = get(settings.SHARD_ENV)
+    return Run(matrix_path=path, out=where.resolve(), strict=get(settings.STRICT_ENV) in TRUE,
+               run_id=get(settings.RUN_ID_ENV) or str(os.getpid()), shard=shard.parse(picked) if picked else None)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from matrix import settings
 from matrix.cells import runs
 from matrix.cells.runs import Run
 from matrix.cli.arguments import (
@@ -37,7 +38,7 @@ from matrix.cli.arguments import (
 )
 from matrix.errors import EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, SkewmatrixError, cell_code, epilog, parse
 
-DEBUG_ENV = "SKEWMATRIX_DEBUG"
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the exit codes under every --help (``matrix.errors``), and bad input always exit 2."""
 
@@ -304,7 +305,7 @@ def _logger(fmt: str) -> Callable[[str], Any]:
 
 def guarded(fn: Callable[[], int], *, debug: bool = False, prog: str = "skewmatrix") -> int:
     """Run ``fn`` and turn what it raises into an exit code: the one place that does so."""
-    debug = debug or os.environ.get(DEBUG_ENV) == "1"
+    debug = debug or settings.value(settings.DEBUG_ENV) == "1"
     try:
         return fn()
     except SkewmatrixError as exc:

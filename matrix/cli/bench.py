@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matrix import settings
 from matrix.cells import timings
 from matrix.cells.cell import write_json_atomic
 from matrix.cells.runs import Run
@@ -69,8 +70,8 @@ def rx_bytes() -> int:
 
 def nox_run(out: Path, envdir: Path, *args: str, env_extra: dict[str, str] | None = None,
             jobs: int = 1) -> tuple[float, subprocess.CompletedProcess[str]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_SHARD")}
-    env["SKEWMATRIX_OUT"] = str(out)
+    env = {k: v for k, v in os.environ.items() if k not in (settings.RUN_ID_ENV, settings.SHARD_ENV)}
+    env[settings.OUT_ENV] = str(out)
     env.update(env_extra or {})
     envdir.mkdir(parents=True, exist_ok=True)  # parallel sessions must not race to create it
     argv = [sys.executable, "-m", "nox", "--envdir", str(envdir), "-j", str(jobs), *args]
@@ -184,7 +185,7 @@ def run(args: argparse.Namespace, run: Run) -> int:
         with tempfile.TemporaryDirectory(prefix="skewmatrix-cold-uv-") as cache:
             rx = rx_bytes()
             wc, proc = nox_run(base / "cold", base / "envs-cold", "-s", "matrix", "--", "--force", "--exit-zero",
-                               env_extra={"UV_CACHE_DIR": cache, "SKEWMATRIX_WHEEL_CACHE": f"{cache}/wheels"})
+                               env_extra={"UV_CACHE_DIR": cache, settings.WHEEL_CACHE_ENV: f"{cache}/wheels"})
             received = rx_bytes() - rx
             check(proc, "cold run")
         figures.update(cold_wall_s=round(wc, 2), cold_received_bytes=received)

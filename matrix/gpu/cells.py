@@ -31,7 +31,7 @@ from matrix.cells.installed import read_dist, torch_build
 from matrix.envs import envrun
 from matrix.gpu import GpuCheckError
 from matrix.gpu.interpreter import Interpreter, Scratch, prepare
-from matrix.spec.settings import REPO_ROOT
+from matrix.settings import REPO_ROOT
 from probes.checks import GpuCase, GpuMeasure
 
 NO_CUDA = "n/a: no CUDA device"

@@ -38,7 +38,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from matrix.errors import command_parser, parse
 from matrix.gpu import GpuCheckError, chosen
-from matrix.spec.settings import REPO_ROOT
+from matrix.settings import REPO_ROOT
 from probes.checks import GpuCase, GpuMeasure
 
 DEFAULT_OUT = REPO_ROOT / "build" / "gpu-wheelhouse"

@@ -27,9 +27,9 @@ from typing import Any
 
 from matrix.envs import envrun, recipe
 from matrix.errors import MutationError, SkewmatrixError
+from matrix.settings import REPO_ROOT
 from matrix.sources import BackportSource, BuildSource, PypiSource
 from matrix.sources.backport_build import MANIFEST
-from matrix.spec.settings import REPO_ROOT
 from matrix.spec.tables import suggest
 
 ZOO = "unsloth_zoo"

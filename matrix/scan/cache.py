@@ -1,6 +1,6 @@
 """The scan's persistent cache and its output files.
 
-Under the cache directory (``matrix.spec.settings.scan_cache_dir``):
+Under the cache directory (``matrix.settings.scan_cache_dir``):
 ``index/<url key>/<project>.json`` the last good project page (used when the
 index fails, or with ``--offline``); ``extract/<want>/<sha>.json`` the members
 read out of one file for one scanned check; ``analysis/<analyzer key>/<sha>.json`` the analysis of one

@@ -16,7 +16,7 @@ from matrix.errors import command_parser, parse, scan_code
 from matrix.scan.cache import write_atomic
 from matrix.scan.run import DEFAULT_CONFIRM_MAX, MAX_WORKERS, ScanOptions, run
 from matrix.scan.terms import ScanError
-from matrix.spec.settings import CACHE_ENV
+from matrix.settings import CACHE_ENV
 from probes import checks
 from reports.render.scan_markdown import render as render_markdown
 

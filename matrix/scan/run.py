@@ -31,7 +31,7 @@ from matrix.scan.fetch import Fetcher
 from matrix.scan.policy import admitted_floor, exposure, parse_spec, select, timeline
 from matrix.scan.terms import AST_LOCK, SCHEMA, UNSLOTH, ZOO, Extract, FetchError, ScanError, Want
 from matrix.scan.zoo import Scanned, scanned
-from matrix.spec.settings import scan_cache_dir
+from matrix.settings import scan_cache_dir
 from probes import checks
 
 MAX_WORKERS = 8

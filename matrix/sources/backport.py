@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from matrix import settings
 from matrix.errors import BackportError, BuildError
 from matrix.index import IndexClient, redact
 from matrix.sources.backport_build import Manifest, apply_edits, build_backport, confined, load_manifest
@@ -28,12 +29,11 @@ from matrix.sources.interface import BuildSource, Materialized, copy_tree, sha25
 from matrix.sources.pypi import PypiSource
 
 BACKPORTS_DIR = Path(__file__).resolve().parent.parent / "backports"
-WHEEL_CACHE_ENV = "SKEWMATRIX_WHEEL_CACHE"
 
 
 def wheel_cache() -> Path:
     """Where base wheels of backports are kept between runs (checked against the index's sha256 on reuse)."""
-    value = os.environ.get(WHEEL_CACHE_ENV, "").strip()
+    value = settings.value(settings.WHEEL_CACHE_ENV)
     return Path(value).expanduser() if value else Path.home() / ".cache" / "skewmatrix" / "wheels"
 
 

@@ -14,7 +14,6 @@ unknown key is an error.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from matrix import REPO_ROOT
+from matrix import REPO_ROOT, settings
 from matrix.errors import SpecError
 from matrix.index import IndexClient
 from matrix.sources import SOURCE_KINDS, BackportSource, BuildSource, PypiSource
@@ -38,7 +37,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEFAULT_MATRIX = REPO_ROOT / "matrix" / "default.toml"
-MATRIX_ENV = "SKEWMATRIX_MATRIX"
 nox_safe = tables.nox_safe  # how nox names a cell's env directory (matrix.cli.bench reads it here)
 SCHEMA = 1
 
@@ -166,11 +164,6 @@ class Matrix:
         raise SpecError(str(self.path), [f"no cell {cell_id!r}{suggest(cell_id, valid)}; cells: {', '.join(valid)}"])
 
 
-def matrix_path_from_env() -> Path:
-    value = os.environ.get(MATRIX_ENV, "").strip()
-    return Path(value) if value else DEFAULT_MATRIX
-
-
 def parse_options(where: str, table: Any, base: CellOptions | None = None) -> tuple[CellOptions, list[str]]:
     if not isinstance(table, dict):
         return base or CellOptions(), [f"{where}: must be a table, got {type(table).__name__} {table!r:.60}"]
@@ -243,7 +236,7 @@ def load(path: Path | str | None = None, *, index: IndexClient | None = None, ch
     ``check_index`` asks the index whether each PyPI version exists (one
     request per package); pass ``False`` to validate offline.
     """
-    path = Path(path) if path else matrix_path_from_env()
+    path = Path(path) if path else Path(settings.value(settings.MATRIX_ENV) or DEFAULT_MATRIX)
     label = str(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -8,13 +8,11 @@ exactly the matrix, each cell once.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import TypeVar
 
 from matrix.errors import SkewmatrixError
 
-SHARD_ENV = "SKEWMATRIX_SHARD"
 T = TypeVar("T")
 
 
@@ -30,11 +28,6 @@ def parse(text: str) -> tuple[int, int]:
     if not 1 <= k <= n:
         raise ShardError(f"shard {text!r}: K must be between 1 and N (got K={k}, N={n})")
     return k, n
-
-
-def from_env() -> tuple[int, int] | None:
-    value = os.environ.get(SHARD_ENV, "").strip()
-    return parse(value) if value else None
 
 
 def select(ids: list[str], k: int, n: int) -> list[str]:

@@ -17,7 +17,7 @@ from matrix.scan.cache import ScanIndex
 from matrix.scan.fetch import Fetcher
 from matrix.scan.history import candidate_tree, readers
 from matrix.scan.terms import Want
-from matrix.spec.settings import scan_cache_dir
+from matrix.settings import scan_cache_dir
 from tests.integration.harness import UNSLOTH, explain, run_nox
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from matrix import spec
+from matrix import settings, spec
 from matrix.errors import IndexLookupError, SpecError
 from tests.matrices import GOOD
 
@@ -163,10 +163,10 @@ def test_missing_file_lists_shipped_matrices(tmp_path: Path) -> None:
 
 def test_matrix_chosen_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     p = write(tmp_path, GOOD)
-    monkeypatch.setenv(spec.MATRIX_ENV, str(p))
-    assert spec.matrix_path_from_env() == p
-    monkeypatch.delenv(spec.MATRIX_ENV)
-    assert spec.matrix_path_from_env() == spec.DEFAULT_MATRIX
+    monkeypatch.setenv(settings.MATRIX_ENV, str(p))
+    assert spec.load(check_index=False).path == p
+    monkeypatch.delenv(settings.MATRIX_ENV)
+    assert spec.load(check_index=False).path == spec.DEFAULT_MATRIX
 
 
 def test_gate_fail_on_is_validated(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix import spec
+from matrix import settings, spec
 from matrix.errors import SpecError
 from matrix.spec import stacks
 from tests.matrices import GOOD, ONE_CELL
@@ -218,7 +218,7 @@ def test_gate_strict_reaches_the_report(tmp_path: Path, monkeypatch: pytest.Monk
 
     m = tmp_path / "m.toml"
     m.write_text(ONE_CELL + f"[gate]\nstrict = {str(strict).lower()}\n", encoding="utf-8")
-    monkeypatch.setenv(spec.MATRIX_ENV, str(m))
+    monkeypatch.setenv(settings.MATRIX_ENV, str(m))
     monkeypatch.delenv("SKEWMATRIX_SHARD", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     out = tmp_path / "out"

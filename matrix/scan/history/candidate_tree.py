@@ -121,7 +121,7 @@ def zoo_rows(spec: str, log: Callable[[str], Any], workers: int = 6, offline: bo
     from matrix.index import IndexClient
     from matrix.scan.cache import ScanIndex
     from matrix.scan.fetch import Fetcher
-    from matrix.spec.settings import scan_cache_dir
+    from matrix.settings import scan_cache_dir
 
     _, t = readers.pair_target()
     cache = cache or scan_cache_dir()

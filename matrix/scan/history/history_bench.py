@@ -23,7 +23,7 @@ from typing import Any
 
 from matrix.envs import envrun
 from matrix.scan.cache import write_atomic
-from matrix.spec.settings import CACHE_ENV, REPO_ROOT
+from matrix.settings import CACHE_ENV, REPO_ROOT
 
 TARGETS_S = {"cold": 600.0, "warm": 60.0}
 TARGET_RSS_MIB = 1024.0

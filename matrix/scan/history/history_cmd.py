@@ -17,7 +17,7 @@ from matrix.scan.history import atlas
 from matrix.scan.history.history_confirm import DEFAULT_MAX, confirm
 from matrix.scan.history.history_page import headline, heatmap, markdown
 from matrix.scan.history.history_run import HistoryOptions, run
-from matrix.spec.settings import scan_cache_dir
+from matrix.settings import scan_cache_dir
 
 
 def peak_rss_mib() -> float:

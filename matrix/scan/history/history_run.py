@@ -24,7 +24,7 @@ from matrix.scan.cache import ScanIndex, read_json, write_atomic
 from matrix.scan.fetch import Fetcher
 from matrix.scan.history import atlas, grid, hazards, metadata_caps, plain_install, readers
 from matrix.scan.terms import Want
-from matrix.spec.settings import scan_cache_dir
+from matrix.settings import scan_cache_dir
 from probes import checks
 from probes.checks.capabilities import PairTarget
 

@@ -79,7 +79,7 @@ def previous_release(versions: list[str], candidate: str | None, same_is_previou
 def index_for(offline: bool, cache: Path | None) -> tuple[Any, Path]:
     from matrix.index import IndexClient
     from matrix.scan.cache import ScanIndex
-    from matrix.spec.settings import scan_cache_dir
+    from matrix.settings import scan_cache_dir
 
     cache = cache or scan_cache_dir()
     return ScanIndex(IndexClient(), cache=cache, offline=offline), cache
