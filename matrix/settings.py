@@ -43,6 +43,10 @@ SETTINGS: tuple[Setting, ...] = (
             "where built backport wheels are kept by their content digest"),
     Setting("SKEWMATRIX_MIN_FREE_GB", "", "`6`", "the free disk a cell needs before it is built (GB)"),
     Setting("SKEWMATRIX_TICK", "", "`15`", "seconds between the \"still ...\" progress lines"),
+    Setting("SKEWMATRIX_DIFF_EXAMPLES", "", "the suite's own (48)", "how many examples a check's property-based "
+            "(differential) suite generates in every cell; handed to the probes as `--examples`"),
+    Setting("SKEWMATRIX_DIFF_SEED", "", "the suite's own", "the seed of those examples; handed to the probes as "
+            "`--seed`"),
     Setting("SKEWMATRIX_RUN_ID", "", "the process id", "the run's id: the session processes of `nox -j` share "
             "the output directory's lock and their [k/N] count by it", internal=True),
     Setting("SKEWMATRIX_PROGRESS", "", "unset", "`RUN N`: how many cells the run has, for the [k/N] lines of "
@@ -62,13 +66,36 @@ CACHE_ENV = "SKEWMATRIX_CACHE"
 WHEEL_CACHE_ENV = "SKEWMATRIX_WHEEL_CACHE"
 MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
 TICK_ENV = "SKEWMATRIX_TICK"
+EXAMPLES_ENV = "SKEWMATRIX_DIFF_EXAMPLES"
+SEED_ENV = "SKEWMATRIX_DIFF_SEED"
 RUN_ID_ENV = "SKEWMATRIX_RUN_ID"
 PROGRESS_ENV = "SKEWMATRIX_PROGRESS"
 FANIN_ENV = "SKEWMATRIX_FANIN"
 
-__all__ = ["BY_NAME", "CACHE_ENV", "DEBUG_ENV", "FANIN_ENV", "MATRIX_ENV", "MIN_FREE_ENV", "OUT_ENV", "PROGRESS_ENV",
-           "REPO_ROOT", "RUN_ID_ENV", "SETTINGS", "SHARD_ENV", "STRICT_ENV", "TICK_ENV", "WHEEL_CACHE_ENV", "Setting",
-           "markdown_table", "names", "scan_cache_dir", "value"]
+__all__ = [
+    "BY_NAME",
+    "CACHE_ENV",
+    "DEBUG_ENV",
+    "EXAMPLES_ENV",
+    "FANIN_ENV",
+    "MATRIX_ENV",
+    "MIN_FREE_ENV",
+    "OUT_ENV",
+    "PROGRESS_ENV",
+    "REPO_ROOT",
+    "RUN_ID_ENV",
+    "SEED_ENV",
+    "SETTINGS",
+    "SHARD_ENV",
+    "STRICT_ENV",
+    "TICK_ENV",
+    "WHEEL_CACHE_ENV",
+    "Setting",
+    "markdown_table",
+    "names",
+    "scan_cache_dir",
+    "value",
+]
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from matrix import settings
 from matrix.cells import rawkey
 from matrix.cells.installed import changes, installed, snapshot, torch_build
 from matrix.cells.progress import ticking
@@ -33,10 +34,9 @@ from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
 from matrix.errors import SkewmatrixError
 from matrix.sources import Materialized
 from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
-from probes import checks
+from probes import checks, handoff
 from reports.model import CELL_SCHEMA
 
-MIN_FREE_ENV = "SKEWMATRIX_MIN_FREE_GB"
 DEFAULT_MIN_FREE_GB = 6.0
 
 
@@ -201,9 +201,18 @@ def cell_lock(cdir: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _int_setting(name: str) -> int | None:
+    """A whole-number setting handed to the probes, or None when unset; a bad value is the user's error."""
+    raw = settings.value(name)
+    try:
+        return int(raw) if raw else None
+    except ValueError as exc:
+        raise SkewmatrixError(f"{name}={raw!r}: not a whole number") from exc
+
+
 def disk_problem(where: Path) -> str | None:
     """A message when the disk under ``where`` has less free space than a cell needs."""
-    need_gb = float(os.environ.get(MIN_FREE_ENV, DEFAULT_MIN_FREE_GB))
+    need_gb = float(settings.value(settings.MIN_FREE_ENV) or DEFAULT_MIN_FREE_GB)
     probe = where
     while not probe.exists():
         probe = probe.parent
@@ -211,7 +220,7 @@ def disk_problem(where: Path) -> str | None:
     if free_gb >= need_gb:
         return None
     return (f"{probe}: {free_gb:.1f} GB free, a cell env needs at least {need_gb:.1f} GB (uv cache downloads "
-            f"+ env); free some space or set {MIN_FREE_ENV}")
+            f"+ env); free some space or set {settings.MIN_FREE_ENV}")
 
 
 def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool = True,
@@ -334,15 +343,15 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
     subject = axes.subject_of(roles)
     argv = [str(python), "-m", "probes", "--out", str(work / "probes.json"), "--device", opts.device,
             "--compile", opts.compile, "--cpu-mode", opts.cpu_mode, "--step-timeout", str(opts.timeout)]
-    for tree in (trees or {}).values():
-        if subject is not None and subject.is_tree:
-            argv.append(f"--tree={subject.tree}={tree}")
-    guard_module = next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
-                        None)
-    if guard_module:  # the build names its guard protocol module
-        argv.append(f"--guard-module={guard_module}")
-    if not getattr(opts, "train", True):  # [options] train = false: the training steps say so and do not run
-        argv.append("--no-train")
+    given = handoff.Handoff(
+        # the build that names its guard protocol module; [options] train = false: the training steps say so
+        guard_module=next((b.get("guard_module") for b in run.record["builds"].values() if b.get("guard_module")),
+                          None),
+        train=bool(getattr(opts, "train", True)),
+        # a subject has one tree: the probes parse NAME=PATH into one mapping, so the last one named stands
+        trees={subject.tree: str(list(trees.values())[-1])} if subject and subject.is_tree and trees else {},
+        examples=_int_setting(settings.EXAMPLES_ENV), seed=_int_setting(settings.SEED_ENV))
+    argv += handoff.argv(given)
     # the env's own bin first, as in an activated venv (nox does so): a `pip` a library starts is the env's
     path = os.pathsep.join([str(python.parent), *filter(None, [os.environ.get("PATH")])])
     env = envrun.clean_env(probes_path(cdir), PATH=path, **(extra_env or {}))
@@ -352,7 +361,7 @@ def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,
         unimported = {b["package"] for role, b in run.record["builds"].items() if role == "unsloth"}
         key = rawkey.raw_key(run.record["installed"], unimported=unimported, interpreter=python,
                              probes=probes_digest(), options=argv[5:], env=env)
-        argv += [f"--raw-cache={raw_cache / key}.json", f"--cell={run.record['cell_id']}"]
+        argv += handoff.argv(handoff.Handoff(raw_cache=f"{raw_cache / key}.json", cell=run.record["cell_id"]))
     say("probing (an `import unsloth` takes ~20 s on CPU)" if "unsloth" in roles else "probing")
     log = work / "probes.stdout.log"
     with ticking(say, "probing"):

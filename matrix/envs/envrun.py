@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from matrix import REPO_ROOT
+from matrix import REPO_ROOT, settings
 from matrix.envs.recipe import Recipe, apply
 from matrix.envs.tools import Ran, redact_text, run_tool, uv_bin
 from matrix.errors import SkewmatrixError
@@ -69,9 +69,7 @@ NO_SELF_UPDATE = {
 }
 # The harness's own variables (what `nox` hands its session processes, and the run's settings) are ours, not the
 # probes': a probe reads its hand-off from its command line (probes/handoff.py), never from these.
-HARNESS_VARS = ("SKEWMATRIX_RUN_ID", "SKEWMATRIX_PROGRESS", "SKEWMATRIX_FANIN", "SKEWMATRIX_OUT",
-                "SKEWMATRIX_MATRIX", "SKEWMATRIX_SHARD", "SKEWMATRIX_STRICT", "SKEWMATRIX_CACHE",
-                "SKEWMATRIX_DEBUG")
+HARNESS_VARS = settings.names()
 DROPPED = ("UNSLOTH_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PIP_", "UV_", *HARNESS_VARS)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from matrix import settings
 from matrix.errors import BackportError
 from matrix.sources.backport_build import build_backport, load_manifest, pack, unpack
 
@@ -142,7 +143,7 @@ def test_unpack_refuses_member_outside(tmp_path: Path) -> None:
 def test_backport_builds_are_cached_and_rechecked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from matrix.sources import backport as bp
 
-    monkeypatch.setenv(bp.WHEEL_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(settings.WHEEL_CACHE_ENV, str(tmp_path / "cache"))
     calls = []
     real = bp.build_backport
     monkeypatch.setattr(bp, "build_backport", lambda *a: calls.append(a) or real(*a))
@@ -173,7 +174,7 @@ def test_the_same_files_under_another_backport_name_are_another_wheel(tmp_path: 
 
     from matrix.sources import backport as bp
 
-    monkeypatch.setenv(bp.WHEEL_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(settings.WHEEL_CACHE_ENV, str(tmp_path / "cache"))
     wheel = make_wheel(tmp_path)
     first = backport(tmp_path, 'package = "demo"\n[[insert]]\nfile = "demo/core.py"\n'
                                'anchor = "^thing"\ntext = "x = 1"\n')

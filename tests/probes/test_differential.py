@@ -104,15 +104,17 @@ def test_compact_specs_round_trip_and_keys_differ() -> None:
     assert S.compact(S.DEFAULTS) == {}
 
 
-def test_the_example_count_and_seed_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(D.EXAMPLES_ENV, raising=False)
-    assert D.example_count() == D.DEFAULT_EXAMPLES
-    monkeypatch.setenv(D.EXAMPLES_ENV, "500")
-    assert D.example_count() == 500
-    monkeypatch.setenv(D.EXAMPLES_ENV, "many")
-    assert D.example_count() == D.DEFAULT_EXAMPLES
-    monkeypatch.setenv(D.SEED_ENV, "7")
-    assert D.seed() == 7
+def test_the_example_count_and_seed_come_from_the_handoff_never_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from probes import handoff
+
+    monkeypatch.setenv("SKEWMATRIX_DIFF_EXAMPLES", "500")  # read by the harness only
+    monkeypatch.setattr(handoff, "_GIVEN", [handoff.Handoff()])
+    assert (D.example_count(), D.seed()) == (D.DEFAULT_EXAMPLES, D.DEFAULT_SEED)
+    handoff.use(handoff.parse(["--examples", "500", "--seed", "7"]))
+    assert (D.example_count(), D.seed()) == (500, 7)
+    handoff.use(handoff.parse(["--examples", "0"]))
+    assert D.example_count() == 1
 
 
 # ---------------------------------------------------------------- the properties on hand-written answers

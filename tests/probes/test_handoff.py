@@ -17,7 +17,7 @@ from matrix.envs.tools import Ran
 from probes import handoff
 
 ROOT = Path(__file__).resolve().parents[2]
-# Knobs a user may set to size the differential suite (not a hand-off from the harness, which never sets them).
+# The harness's settings a probe's docs may name (to say where a hand-off value comes from); no probe reads one.
 USER_KNOBS = {"SKEWMATRIX_DIFF_EXAMPLES", "SKEWMATRIX_DIFF_SEED"}
 
 
@@ -29,6 +29,8 @@ def test_the_handoff_round_trips_through_a_spawned_phases_command_line() -> None
     # a spawned raw phase must find the run's raw findings too, and name its cell in what it stores
     shared = handoff.Handoff(raw_cache="/out/raw-cache/1/abc.json", cell="u1__z1")
     assert handoff.argv(shared) == ["--raw-cache=/out/raw-cache/1/abc.json", "--cell=u1__z1"]
+    sized = handoff.Handoff(examples=500, seed=7)  # a property-based suite's size and seed (the harness's settings)
+    assert handoff.argv(sized) == ["--examples=500", "--seed=7"] and handoff.parse(handoff.argv(sized)) == sized
     assert handoff.parse(handoff.argv(shared)) == shared
 
 

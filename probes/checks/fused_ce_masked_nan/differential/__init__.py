@@ -111,10 +111,11 @@ the cell's compile setting (recorded as ``cell_compile``): hundreds of calls
 over many argument combinations would each recompile; the compiled path is
 the behaviour suite's extra probe.
 
-Example count: ``DEFAULT_EXAMPLES`` per cell, raised with
-``SKEWMATRIX_DIFF_EXAMPLES``, plus one sentinel example after every twelfth
-from the second (52 by default); the seed is ``DEFAULT_SEED`` unless
-``SKEWMATRIX_DIFF_SEED`` says otherwise. Both are recorded in the result. The
+Example count: ``DEFAULT_EXAMPLES`` per cell, raised with the hand-off's
+``--examples`` (the harness's setting ``SKEWMATRIX_DIFF_EXAMPLES``), plus one
+sentinel example after every twelfth from the second (52 by default); the
+seed is ``DEFAULT_SEED`` unless ``--seed`` (``SKEWMATRIX_DIFF_SEED``) says
+otherwise. Both are recorded in the result. The
 default was measured on a 2-core host, with zoo 2026.9.3 and torch 2.12.1. In
 the raw process, the examples, their lattices and the fixed zoo's answers in
 the empty region come to about 860 answers and 3-4 s of CPU on a loaded host
@@ -126,13 +127,11 @@ KB before the fixed zoo's answers were added).
 
 from __future__ import annotations
 
-import os
+from probes import handoff
 
 SCHEMA = 1
 DEFAULT_EXAMPLES = 48
 DEFAULT_SEED = 20261009
-EXAMPLES_ENV = "SKEWMATRIX_DIFF_EXAMPLES"
-SEED_ENV = "SKEWMATRIX_DIFF_SEED"
 SHARED_KEY = "differential"
 BASELINE_KEY = "differential_baseline"
 
@@ -153,15 +152,12 @@ PROPERTY_IDS = tuple(PROPERTIES)
 
 
 def example_count() -> int:
-    """The number of generated examples: the default, or ``SKEWMATRIX_DIFF_EXAMPLES`` (at least 1)."""
-    try:
-        return max(1, int(os.environ.get(EXAMPLES_ENV, "") or DEFAULT_EXAMPLES))
-    except ValueError:
-        return DEFAULT_EXAMPLES
+    """The number of generated examples: the hand-off's ``--examples`` (the harness's setting), else the default."""
+    given = handoff.given().examples
+    return DEFAULT_EXAMPLES if given is None else max(1, given)
 
 
 def seed() -> int:
-    try:
-        return int(os.environ.get(SEED_ENV, "") or DEFAULT_SEED)
-    except ValueError:
-        return DEFAULT_SEED
+    """The examples' seed: the hand-off's ``--seed``, else the default."""
+    given = handoff.given().seed
+    return DEFAULT_SEED if given is None else given
