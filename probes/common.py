@@ -8,8 +8,10 @@ and the parent judges the process by its exit code and that file together.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import traceback
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -54,3 +56,26 @@ def exception_chain(exc: BaseException, limit: int = 8) -> list[dict[str, Any]]:
         link = "__cause__" if cur.__cause__ is not None else "__context__"
         cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
     return out
+
+
+def in_fork(child: Callable[..., None], args: tuple[Any, ...], timeout: float, what: str) -> dict[str, Any]:
+    """``child(send, *args)`` in a forked process (what it patches, and a hang, stay there), and the one result
+    it sends through ``send``; ``{"state": "error", "reason": ...}`` when it hangs past ``timeout`` or dies.
+    The child is not daemonic: what it runs may start processes of its own."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=child, args=(send, *args))
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(timeout):
+            return recv.recv()  # type: ignore[no-any-return]
+        return {"state": "error", "reason": f"{what} did not end within {timeout:.0f} s"}
+    except EOFError:
+        proc.join(10)
+        return {"state": "error", "reason": f"the process {what} died (exit code {proc.exitcode})"}
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+        recv.close()

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +89,27 @@ def injected(target: str, kind: str) -> Iterator[Fired]:
             setattr(owner, name, original)
         else:
             delattr(owner, name)
+
+
+def first_raising(targets: tuple[str, ...], cases: Callable[[str], dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``{"target", "tried", "records", "seconds"}``: the first of ``targets`` that resolves and at which the
+    injected faults make zoo's kernel raise (``cases(target)``: its records by case), or ``target`` None with
+    the first resolvable target's records (the property is then ``n/a``)."""
+    start = time.perf_counter()
+    tried: list[str] = []
+    first: dict[str, dict[str, Any]] | None = None
+    for target in targets:
+        try:
+            resolve(target)
+        except (ImportError, AttributeError):
+            continue
+        tried.append(target)
+        found = cases(target)
+        if any(r.get("fired") and "e" in r for r in found.values()):
+            return {"target": target, "tried": tried, "records": found,
+                    "seconds": round(time.perf_counter() - start, 3)}
+        first = first if first is not None else found
+    return {"target": None, "tried": tried, "records": first or {}, "seconds": round(time.perf_counter() - start, 3)}
 
 
 def judge_case(kind: str, empty: bool, zoo: dict[str, Any], guarded: dict[str, Any]) -> tuple[str, str | None]:

@@ -77,26 +77,11 @@ def raw_step(ctx: PhaseContext) -> dict[str, Any]:
     except (ModuleNotFoundError, AttributeError) as exc:
         ctx.shared[SHARED_KEY] = {"absent": f"{type(exc).__name__}: {exc}"}
         return ctx.shared[SHARED_KEY]  # type: ignore[no-any-return]
-    start = time.perf_counter()
-    tried: list[str] = []
-    first: dict[str, Any] | None = None
-    chosen = None
-    for target in TARGETS:
-        try:
-            faults.resolve(target)
-        except (ImportError, AttributeError):
-            continue
-        tried.append(target)
-        found = {f"{name}|{kind}": record(name, target, kind) for name in CASES for kind in faults.FAULTS}
-        first = first or found
-        if any(r.get("fired") and "e" in r for r in found.values()):
-            chosen, first = target, found
-            break
-    ctx.shared[SHARED_KEY] = {"target": chosen, "tried": tried, "records": first or {},
-                              "seconds": round(time.perf_counter() - start, 3)}
-    raised = sum("e" in r for r in (first or {}).values())
-    return {"target": chosen, "tried": tried, "cases": len(first or {}), "zoo_raised": raised,
-            "seconds": ctx.shared[SHARED_KEY]["seconds"]}
+    got = faults.first_raising(TARGETS, lambda target: {f"{name}|{kind}": record(name, target, kind)
+                                                        for name in CASES for kind in faults.FAULTS})
+    ctx.shared[SHARED_KEY] = got
+    return {"target": got["target"], "tried": got["tried"], "cases": len(got["records"]),
+            "zoo_raised": sum("e" in r for r in got["records"].values()), "seconds": got["seconds"]}
 
 
 def test(ctx: PhaseContext) -> dict[str, Any]:

@@ -26,11 +26,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import multiprocessing
 import sys
 import textwrap
 import traceback
 from typing import Any
+
+from probes.common import in_fork
 
 TRL_MODULE = "trl.trainer.grpo_trainer"
 CLASS = "UnslothGRPOTrainer"
@@ -142,20 +143,4 @@ def _child(conn: Any) -> None:
 def run(timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """The trainer route's evidence, from a forked child: ``state`` ``generated`` (with ``handoff``,
     ``functions`` fingerprints, the all-masked ``routes`` and the ``suite`` outcomes), ``n/a`` or ``error``."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send,))
-    proc.start()
-    send.close()
-    try:
-        if recv.poll(timeout):
-            return recv.recv()  # type: ignore[no-any-return]
-        return {"state": "error", "reason": f"generating {CLASS} and probing it did not end within {timeout:.0f} s"}
-    except EOFError:
-        proc.join(10)
-        return {"state": "error", "reason": f"the process generating {CLASS} died (exit code {proc.exitcode})"}
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(10)
-        recv.close()
+    return in_fork(_child, (), timeout, f"generating {CLASS} and probing it")

@@ -26,13 +26,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import multiprocessing
 import re
 import sys
 import time
 from typing import Any
 
-from probes.common import dist_version, exception_chain
+from probes.common import dist_version, exception_chain, in_fork
 
 # (label, TRL module under trl.trainer, TRL class, the feature a failure degrades)
 TRAINERS: tuple[tuple[str, str, str, str], ...] = (
@@ -139,23 +138,7 @@ def _child(conn: Any, module: str, cls: str) -> None:
 
 def forked(module: str, cls: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """:func:`generate` in a forked child (its patches and a hang stay there), judged by its result or end."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, module, cls))  # not daemonic: the generation may start processes
-    proc.start()
-    send.close()
-    try:
-        if recv.poll(timeout):
-            return recv.recv()  # type: ignore[no-any-return]
-        return {"state": "error", "reason": f"the generation did not end within {timeout:.0f} s"}
-    except EOFError:
-        proc.join(10)
-        return {"state": "error", "reason": f"the generating process died (exit code {proc.exitcode})"}
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(10)
-        recv.close()
+    return in_fork(_child, (module, cls), timeout, f"generating {cls}")
 
 
 def trainers(imported: dict[str, Any] | None, run: Any = forked) -> dict[str, Any]:

@@ -69,23 +69,9 @@ def record(kernel: Any, s: dict[str, Any], target: str, kind: str) -> dict[str, 
 
 def raw(kernel: Any, has_compute_gradients: bool, cuda: bool) -> dict[str, Any]:
     """zoo's own records, at the first target where the injection makes zoo's kernel raise."""
-    start = time.perf_counter()
-    tried: list[str] = []
-    first: dict[str, Any] | None = None
-    for target in TARGETS:
-        try:
-            faults.resolve(target)
-        except (ImportError, AttributeError):
-            continue
-        tried.append(target)
-        found = {f"{name}|{kind}": record(kernel, s, target, kind)
-                 for name, s in cases(has_compute_gradients, cuda) for kind in faults.FAULTS}
-        first = first or {"target": None, "records": found}
-        if any(r.get("fired") and "e" in r for r in found.values()):
-            return {"target": target, "tried": tried, "records": found,
-                    "seconds": round(time.perf_counter() - start, 3)}
-    return {"target": None, "tried": tried, "records": (first or {}).get("records", {}),
-            "seconds": round(time.perf_counter() - start, 3)}
+    return faults.first_raising(TARGETS, lambda target: {
+        f"{name}|{kind}": record(kernel, s, target, kind)
+        for name, s in cases(has_compute_gradients, cuda) for kind in faults.FAULTS})
 
 
 def judged(zoo: dict[str, Any], kernel: Any, has_compute_gradients: bool, cuda: bool,
