@@ -260,7 +260,7 @@ def finish_cell(record: dict[str, Any], cell: spec.Cell, run: Run, *, seconds: f
     rep = build_report([{**record, "expect": cell.expect_map}], matrix=str(run.matrix.path),
                        failing=frozenset(run.matrix.fail_on), strict=run.judged_strict)
     outcome = evaluate(rep)
-    states = {c.check: c.state for c in outcome.checks}
+    states = {c.check: c.shown for c in outcome.checks}  # in each check's own words
     kind = outcome.cell_kind(cell.id)
     log(cell_line(k, n, cell.id, states, kind, seconds))
     for line in outcome.lines(brief=True):  # the reasons come once, grouped, with the report
