@@ -57,7 +57,9 @@ def _one(report: dict[str, Any], entry: dict[str, Any], check: dict[str, Any]) -
     word = status_word(report, entry, cid)
     state = shown_state(v) + (f" ({v['reach']})" if v.get("reach") else "")
     if v.get("gate_fail"):
-        details = ([("symptom", str(v["symptom"]))] if v.get("symptom") else []) + list(
+        symptom = str(v.get("symptom") or "")
+        shown = symptom and symptom not in str(v.get("guard_reason") or "")  # said once, where the reason has it
+        details = ([("symptom", symptom)] if shown else []) + list(
             advice(entry, check, fixed=fixed_since(report, cid)).lines())
         return Finding(word, cid, state, str(v.get("guard_reason") or ""), tuple(details))
     if word == "XPASS":

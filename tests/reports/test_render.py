@@ -282,3 +282,12 @@ def test_step_renderers_are_found_through_the_registry_by_check_id() -> None:
         r = details.renderer_of(checks.info(name).id)
         assert r is not None and r.TRAIN_COUNT and callable(r.details), name
     assert details.renderer_of("no-such-check") is None
+
+
+def test_a_symptom_the_reason_already_says_is_said_once() -> None:
+    cell = unreachable_cell()
+    v = cell["verdicts"][LOSS["id"]]
+    v["guard_reason"] = f"no guard replaced the forward; {v['symptom']}"
+    lines = TerminalRenderer(colour=False).render(make_report([cell])).splitlines()
+    assert sum(v["symptom"] in line for line in lines) == 1
+    assert not any(line.startswith("    symptom: ") for line in lines)
