@@ -40,3 +40,38 @@ def test_the_peak_is_the_whole_runs_as_the_command_prints_it_after_writing(
     history_bench.bench_history(["history"], tmp_path)
     got = json.loads((tmp_path / "bench-history.json").read_text())
     assert got["warm"]["peak_rss_mib"] == 1100.5 and got["warm"]["met"] is False
+
+
+def test_a_failed_history_run_is_the_harness_failing_exit_2_and_help_is_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The exit table says bench exits 0 or 2, never 1; argparse's --help is a code, not a SystemExit."""
+    def timed(argv: list[str], env: dict[str, str], log: Path) -> dict:
+        log.write_text("skewmatrix history: the index could not be reached\n")  # as the real run logs
+        return {"seconds": 1.0, "returncode": 2}
+
+    monkeypatch.setattr(history_bench, "timed", timed)
+    monkeypatch.setattr(history_bench.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert history_bench.bench_history(["history"], tmp_path) == 2
+    assert history_bench.bench_history(["history", "--help"], tmp_path) == 0
+    assert "exit codes:" in capsys.readouterr().out
+
+
+def test_history_parses_through_the_one_factory_with_the_exit_table() -> None:
+    from matrix import errors
+    from matrix.scan.history import history_cmd
+
+    assert history_cmd.parser().epilog == errors.epilog("history")
+    assert history_cmd.main(["--no-such-option"], Path("/nonexistent")) == 2
+    assert history_cmd.main(["--help"], Path("/nonexistent")) == 0
+
+
+def test_a_second_pair_reader_is_an_error_not_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from matrix.errors import SkewmatrixError
+    from matrix.scan.history import readers
+    from probes import checks
+
+    one = checks.with_capability("pairs")
+    assert readers.pair_target()[0] == one[0]
+    monkeypatch.setattr(checks, "with_capability", lambda kind: [*one, "another-check"])
+    with pytest.raises(SkewmatrixError, match="--check is required"):
+        readers.pair_target()

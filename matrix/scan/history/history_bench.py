@@ -11,7 +11,6 @@ after each run is recorded beside it (a shared host's figures mean little withou
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.envs import envrun
+from matrix.errors import EXIT_HARNESS, EXIT_OK, command_parser
 from matrix.scan.cache import write_atomic
 from matrix.settings import CACHE_ENV, REPO_ROOT
 
@@ -50,10 +50,13 @@ def verdict(label: str, seconds: float, returncode: int, rss: float | None = Non
 
 def bench_history(argv: list[str], out: Path) -> int:
     """``nox -s bench -- history [HISTORY OPTIONS]``: options after ``history`` go to the history command."""
-    p = argparse.ArgumentParser(prog="skewmatrix bench history", description=__doc__)
+    p = command_parser("bench", prog="skewmatrix bench history", description=__doc__)
     p.add_argument("what", nargs="?", default="history")
     p.add_argument("--out", type=Path, default=None, help="where bench-history.json goes (default reports/out)")
-    ns, rest = p.parse_known_args(argv)
+    try:
+        ns, rest = p.parse_known_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): argparse's exit, as a code
+        return exc.code if isinstance(exc.code, int) else EXIT_HARNESS
     out = ns.out or out
     figures: dict[str, Any] = {"command": ["python", "-m", "matrix", "history", *rest], "cpus": os.cpu_count(),
                                "targets_s": TARGETS_S, "target_rss_mib": TARGET_RSS_MIB}
@@ -83,4 +86,5 @@ def bench_history(argv: list[str], out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "bench-history.json", json.dumps(figures, indent=1) + "\n")
     print(f"wrote {out / 'bench-history.json'}")
-    return 0 if figures["cold"]["returncode"] == 0 and figures["warm"]["returncode"] == 0 else 1
+    # a history run that failed is the harness failing (the exit table: bench is 0 or 2, never 1)
+    return EXIT_OK if figures["cold"]["returncode"] == 0 and figures["warm"]["returncode"] == 0 else EXIT_HARNESS

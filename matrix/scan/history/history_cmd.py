@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from matrix.errors import EXIT_OK
+from matrix.errors import EXIT_OK, command_parser, parse
 from matrix.scan.cache import write_atomic
 from matrix.scan.history import atlas
 from matrix.scan.history.history_confirm import DEFAULT_MAX, confirm
@@ -25,7 +25,7 @@ def peak_rss_mib() -> float:
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=(
+    p = command_parser("history", prog=prog, description=(
         "Judge every unsloth x unsloth_zoo release pair of a window from source alone (no install). Default "
         "window: releases uploaded in the last 12 months, on both sides."))
     p.add_argument("--unsloth", default="", metavar="SPEC", help="PEP 440 specifier set of unsloth releases")
@@ -83,7 +83,9 @@ def write(doc: dict, folder: Path) -> list[Path]:
 
 
 def main(argv: list[str], out: Path) -> int:
-    args = parser().parse_args(argv)
+    args = parse(parser(), argv)
+    if isinstance(args, int):  # --help (0) or a usage error (2), with argparse's own message
+        return args
     doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
                              workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
     if args.confirm:

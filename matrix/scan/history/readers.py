@@ -35,13 +35,15 @@ WINDOW_DAYS = 365
 
 
 def pair_target() -> tuple[str, PairTarget]:
-    """The first registered check that declares a pair reader, with its id."""
-    names = checks.with_capability("pairs")
-    if not names:
-        from matrix.errors import SkewmatrixError
+    """The registered check that declares the pair reader, with its id: exactly one may (a second ``pairs.py``
+    would otherwise be ignored without a word), through the registry's one ``pick``."""
+    from matrix.errors import SkewmatrixError
 
-        raise SkewmatrixError("history: no registered check declares a pair reader (pairs.py)")
-    return checks.info(names[0]).id, checks.capability(names[0], "pairs")
+    try:
+        cid = checks.pick("pairs", sole=True)
+    except checks.PickError as exc:
+        raise SkewmatrixError(f"history: {exc}") from exc
+    return cid, checks.capability(cid, "pairs")
 
 
 def reader_key(t: PairTarget) -> str:
