@@ -48,8 +48,8 @@ def test_sole_refuses_a_choice_among_several(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_no_command_picks_a_check_by_hand() -> None:
-    """The scan, mutation and GPU commands go through ``pick``: no module of the harness looks a check up by
-    its id (``folder_of``) or chooses among the checks with a capability on its own."""
+    """The scan, mutation, GPU and history commands go through ``pick``: no module of the harness looks a check
+    up by its id (``folder_of``) or chooses among the checks with a capability on its own."""
     texts = {p: p.read_text(encoding="utf-8") for p in (ROOT / "matrix").rglob("*.py") if "backports" not in p.parts}
     assert [p.name for p, t in texts.items() if "folder_of(" in t] == []
-    assert sum("checks.pick(" in t for t in texts.values()) == 3
+    assert sum("checks.pick(" in t for t in texts.values()) == 4
