@@ -7,6 +7,7 @@ from matrix.scan.history import atlas, grid
 from matrix.scan.history.history_page import heatmap, markdown
 from probes import checks
 from probes.checks.pair_compat.pairs import TARGET
+from tests.history_inputs import refs, table
 
 SCANNED = checks.with_capability("scan")
 GUARDED = next(n for n in SCANNED if checks.capability(n, "scan").guard is not None)
@@ -14,16 +15,6 @@ UNGUARDED = next(n for n in SCANNED if checks.capability(n, "scan").guard is Non
 C1, C2 = checks.info(GUARDED).id, checks.info(UNGUARDED).id
 M1 = checks.info(GUARDED).zoo_meaning["vulnerable"]
 M2 = checks.info(UNGUARDED).zoo_meaning["vulnerable"]
-
-
-def refs(path: str) -> dict:
-    return {"refs": [{"path": path, "kind": "from", "modules": 1, "file": "unsloth/models/_utils.py", "line": 3,
-                      "function": None, "swallowed": [], "branch": None, "import_time": True}], "unparsed": []}
-
-
-def table(*names: str) -> dict:
-    return {"modules": {"unsloth_zoo": {"names": [], "unknown": [], "package": True},
-                        "unsloth_zoo.loss": {"names": list(names), "unknown": [], "package": False}}}
 
 
 def document() -> dict:

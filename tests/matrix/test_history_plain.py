@@ -12,6 +12,7 @@ from pathlib import Path
 from matrix.scan.history import grid, plain_install
 from matrix.scan.history.history_page import headline, heatmap, markdown, plain_rows, runs
 from probes.checks.pair_compat.pairs import TARGET
+from tests.history_inputs import refs, table
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=timezone.utc)
 STATE = {"unsloth_zoo": "3.0", "trl": "1.0", "transformers": "5.0"}
@@ -74,16 +75,6 @@ def test_the_pins_and_the_message_of_uv_pip_compile() -> None:
            "  ╰─▶ Because unsloth==10 depends on trl<0.9 and trl<0.9 was yanked, we can conclude that ...\n")
     assert plain_install.uv_message(err) == ("No solution found when resolving dependencies: Because unsloth==10 "
                                              "depends on trl<0.9 and trl<0.9 was yanked, we can conclude that ...")
-
-
-def refs(path: str) -> dict:
-    return {"refs": [{"path": path, "kind": "from", "modules": 1, "file": "unsloth/models/_utils.py", "line": 3,
-                      "function": None, "swallowed": [], "branch": None, "import_time": True}], "unparsed": []}
-
-
-def table(*names: str) -> dict:
-    return {"modules": {"unsloth_zoo": {"names": [], "unknown": [], "package": True},
-                        "unsloth_zoo.loss": {"names": list(names), "unknown": [], "package": False}}}
 
 
 def document() -> dict:

@@ -10,17 +10,7 @@ from matrix.scan.history import grid
 from matrix.scan.history.history_cmd import json_chunks, write_json
 from matrix.scan.history.history_run import RowCache
 from probes.checks.pair_compat.pairs import TARGET
-
-
-def refs(path: str) -> dict:
-    return {"refs": [{"path": path, "kind": "from", "modules": 1, "file": "unsloth/models/_utils.py", "line": 3,
-                      "function": None, "swallowed": [], "branch": None, "import_time": True}], "unparsed": []}
-
-
-def table(*names: str) -> dict:
-    return {"modules": {"unsloth_zoo": {"names": [], "unknown": [], "package": True},
-                        "unsloth_zoo.loss": {"names": list(names), "unknown": [], "package": False}}}
-
+from tests.history_inputs import refs, table
 
 UNS = [{"version": "10", "refs": refs("unsloth_zoo.loss.b"), "plain": None, "sha256": "u10"}]
 ZOO = [{"version": "1.0", "table": table("a"), "sha256": "z1"}, {"version": "2.0", "table": table("a", "b"),

@@ -14,6 +14,7 @@ from matrix.scan.history import grid, history_confirm
 from matrix.scan.history.history_confirm import Outcome, boundaries, merge, pick
 from matrix.scan.history.history_page import heatmap, markdown
 from probes.checks.pair_compat.pairs import TARGET
+from tests.history_inputs import refs, table
 
 
 def row(u: str, z: str, verdict: str, cls: str | None = "c") -> dict:
@@ -54,16 +55,6 @@ def test_merge(static: str, outcome: str, verdict: str, by: str) -> None:
     got = merge(row("10", "1.0", static), Outcome(outcome, "why", 1.0), "boundary")
     assert (got["verdict"], got["confirmed_by"], got["static_verdict"]) == (verdict, by, static)
     assert got["runtime"]["outcome"] == outcome and got["confirm_why"] == "boundary"
-
-
-def refs(path: str) -> dict:
-    return {"refs": [{"path": path, "kind": "from", "modules": 1, "file": "unsloth/models/_utils.py", "line": 3,
-                      "function": None, "swallowed": [], "branch": None, "import_time": True}], "unparsed": []}
-
-
-def table(*names: str) -> dict:
-    return {"modules": {"unsloth_zoo": {"names": [], "unknown": [], "package": True},
-                        "unsloth_zoo.loss": {"names": list(names), "unknown": [], "package": False}}}
 
 
 def document() -> dict:
