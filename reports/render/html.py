@@ -172,8 +172,9 @@ class HtmlRenderer(Renderer):
                 if word == "PASS":
                     continue
                 guard = state_of(v, "guard")
+                shown = str(v.get("word") or guard)  # the check's own word where it has one
                 head = (f'<code>{esc(cid)}</code> · <code>{esc(labels[c["id"]])}</code> '
-                        f'<span class="chip {"g-warn" if word == "WARN" else guard_class(guard)}">{esc(guard)}</span>'
+                        f'<span class="chip {"g-warn" if word == "WARN" else guard_class(guard)}">{esc(shown)}</span>'
                         + (f" reach <b>{esc(v.get('reach'))}</b>" if v.get("reach") else "")
                         + {"XFAIL": " <b>XFAIL (expected)</b>", "XPASS": ' <b class="bad">XPASS</b>',
                            "WARN": " <b>WARN</b> (passes the gate)"}.get(word, ""))

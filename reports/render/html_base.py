@@ -72,14 +72,15 @@ tr.row-fail td{background:#ffebe9}
 pre{background:var(--soft);border:1px solid var(--line);padding:8px;overflow:auto;max-height:320px;
 white-space:pre-wrap;word-break:break-word}
 details.sub{margin:6px 0}details.sub>summary{cursor:pointer;color:#0969da}
-.gcell a{display:block;padding:4px 8px;color:inherit;text-decoration:none;white-space:nowrap}
+.gcell a{display:block;padding:4px 8px;color:inherit;text-decoration:none;white-space:normal}
 .grid{max-width:100%}
 td.gcell.fail{box-shadow:inset 0 0 0 3px #82071e}
 .counts{margin:2px 0;padding-left:20px}.advice{margin:4px 0 2px}.symptom{color:var(--fail)}
 section.check{border-left:4px solid var(--pass);padding:2px 0 6px 12px;margin:10px 0}
 section.check.fail{border-left-color:var(--fail)}
 h4{font-size:13px;margin:10px 0 4px}
-.sqrow{display:block;white-space:nowrap}.gcell small.sql{display:inline;color:var(--mute);font-size:12px}
+.sqrow{display:inline-block;white-space:nowrap;margin-right:4px}
+.gcell small.sql{display:inline;color:var(--mute);font-size:12px}
 .sq{display:inline-block;width:26px;height:26px;margin:3px;border-radius:4px;text-align:center;
 font:700 15px/26px system-ui,sans-serif;vertical-align:middle;border:1px solid rgba(0,0,0,.25)}
 .states{list-style:none;padding:0;margin:4px 0;columns:2}.states li{margin:2px 0;break-inside:avoid}
