@@ -59,38 +59,32 @@ def nonzero_subjects(test: ast.AST, truth: bool) -> tuple[list[ast.AST], list[as
     return ([test] if truth else []), []
 
 
-def none_tested(test: ast.AST, truth: bool) -> list[str]:
-    """Names known to be None where ``test`` is ``truth``: ``x is None``, ``x is not None``, ``not``, ``and``/``or``."""
+def _tested(test: ast.AST, truth: bool, op: type[ast.cmpop]) -> list[str]:
+    """Names ``x`` for which ``x <op> None`` holds where ``test`` is ``truth`` (``op``: ``ast.Is`` or
+    ``ast.IsNot``), through ``not``, ``and`` and ``or``."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return none_tested(test.operand, not truth)
+        return _tested(test.operand, not truth, op)
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.And) == truth:  # every conjunct holds / every disjunct fails
-            return [n for v in test.values for n in none_tested(v, truth)]
+            return [n for v in test.values for n in _tested(v, truth, op)]
         return []
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         left, right = test.left, test.comparators[0]
         if isinstance(left, ast.Constant) and left.value is None:
             left, right = right, left
         if isinstance(left, ast.Name) and isinstance(right, ast.Constant) and right.value is None:
-            return [left.id] if isinstance(test.ops[0], ast.Is) == truth else []
+            return [left.id] if isinstance(test.ops[0], op) == truth else []
     return []
+
+
+def none_tested(test: ast.AST, truth: bool) -> list[str]:
+    """Names known to be None where ``test`` is ``truth``: ``x is None``, ``x is not None``, ``not``, ``and``/``or``."""
+    return _tested(test, truth, ast.Is)
 
 
 def given_tested(test: ast.AST, truth: bool) -> list[str]:
     """Names known not None where ``test`` is ``truth`` (the mirror of ``none_tested``)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return given_tested(test.operand, not truth)
-    if isinstance(test, ast.BoolOp):
-        if isinstance(test.op, ast.And) == truth:
-            return [n for v in test.values for n in given_tested(v, truth)]
-        return []
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
-        left, right = test.left, test.comparators[0]
-        if isinstance(left, ast.Constant) and left.value is None:
-            left, right = right, left
-        if isinstance(left, ast.Name) and isinstance(right, ast.Constant) and right.value is None:
-            return [left.id] if isinstance(test.ops[0], ast.IsNot) == truth else []
-    return []
+    return _tested(test, truth, ast.IsNot)
 
 
 def _compare_zero(subject: ast.AST, op: ast.cmpop, c: float, truth: bool) -> tuple[list[ast.AST], list[ast.AST]]:
