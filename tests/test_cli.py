@@ -286,7 +286,8 @@ def test_checks_lists_each_capability_or_why_not(capsys: pytest.CaptureFixture) 
         for i, kind in enumerate(checks.CAPABILITIES, 1):
             declared = checks.capability(name, kind) is not None
             assert out[at + i] == f"  {kind}: " + ("declared" if declared else checks.lacks(name, kind))
-        trains = "step train" if checks.info(name).id != PAIR else f"n/a: check {PAIR} has no Step(training=True)"
+        trains = {PAIR: f"n/a: check {PAIR} has no Step(training=True)",  # grpo: also through unsloth's trainer
+                  "grpo-normalizer-nan": "step train, unsloth_train"}.get(checks.info(name).id, "step train")
         assert out[at + len(checks.CAPABILITIES) + 1] == f"  training: {trains}"  # the skew checks train
     assert "  gpu: n/a: check cpu-ce-masked-nan declares no GPU measurement (no gpu.py in " \
            "probes/checks/cpu_ce_masked_nan/)" in out

@@ -1,19 +1,23 @@
-"""grpo-normalizer-nan on real PyPI builds: one matrix run, eleven cells, shared by every test here.
+"""grpo-normalizer-nan on real PyPI builds: one matrix run, twelve cells, shared by every test here.
 
 unsloth 2026.10.9 as released, with our reference guard (``matrix/backports/grpo-count-floor``) and with
 seven wrong guards a contributor might write (``tests/backports/grpo-*``), against zoo 2026.9.7 (the last
-release whose ``grpo_compute_loss`` divides by the bare count) and 2026.9.8 (the first that floors it). zoo
-2026.9.7 is below unsloth 2026.10.9's pin: installed with overrides, as every refused pair is. What the code
-says (read before the run): both detectors call 9.7 vulnerable and 9.8 fixed; unsloth hands zoo the count as
-read, so the plain cell on 9.7 is ``missing``; its reach is latent, because the only TRL that installs with
-zoo 2026.9.7 is < 1.0 (zoo needs datasets < 4.4, TRL >= 1.0 needs datasets >= 4.7) and TRL < 1.9 counts the
-completion tokens before ``mask_truncated_completions``, so the GRPO run sends a positive count; the
-reference guard ``activates`` on 9.7 and ``no-ops`` on 9.8 (present, and zoo's own floor makes it change
-nothing); the plain cell on 9.8 is ``not-needed``; each wrong guard is ``broken`` by the suite test its
-defect breaks, and its reason names the defect. Every suite case runs on three routes: zoo's module attribute
-and the two loss functions of the UnslothGRPOTrainer unsloth generates (its own copies of zoo's source), so
-the guard that wraps only the module attribute is broken by the 0 / 0 left on the trainer's routes. Only the
-plain 9.7 cell trains (the reach); the others turn training off.
+release whose ``grpo_compute_loss`` divides by the bare count), 2026.9.8 (the first that floors it) and
+2026.9.7 with its datasets pin loosened (``tests/backports/zoo-loose-datasets``: metadata only, so that TRL
+1.13.0 installs with it). zoo 2026.9.7 is below unsloth 2026.10.9's pin: installed with overrides, as every
+refused pair is. What the code says (read before the run): both detectors call 9.7 vulnerable and 9.8 fixed;
+unsloth hands zoo the count as read, so the plain cell on 9.7 is ``missing``; its reach is latent, because
+the only TRL that installs with zoo 2026.9.7 as released is < 1.0 (zoo needs datasets < 4.4, TRL >= 1.0 needs
+datasets >= 4.7) and TRL < 1.9 counts the completion tokens before ``mask_truncated_completions``, so the GRPO
+run sends a positive count (the steps through unsloth's trainer are n/a there: they run where TRL >= 1.9).
+With the loosened pin TRL 1.13.0 sends 0 and the steps through the generated UnslothGRPOTrainer go NaN:
+``missing``, reach ``exposed`` through unsloth's own route; the reference guard hands the loss 1 there and
+``activates`` with every step finite; it ``no-ops`` on 9.8 (present, and zoo's own floor makes it change
+nothing); the plain cell on 9.8 is ``not-needed`` (TRL 1.13.0 sends 0 and zoo's floor takes it). Each wrong
+guard is ``broken`` by the suite test its defect breaks, and its reason names the defect. Every suite case
+runs on three routes: zoo's module attribute and the two loss functions of the UnslothGRPOTrainer unsloth
+generates (its own copies of zoo's source), so the guard that wraps only the module attribute is broken by
+the 0 / 0 left on the trainer's routes. The wrong guards' cells turn training off.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
 
 pytestmark = pytest.mark.integration
 GRPO = "grpo-normalizer-nan"
+LOOSE = "z2026.9.7-loose"  # zoo 2026.9.7 with its datasets pin loosened (tests/backports/zoo-loose-datasets)
 # wrong guard -> (the suite test its defect breaks, words its verdict's reason must carry)
 WRONG = {"grpo-floor-dapo-only": ("s1-zero-all-masked", "cispo"),
          "grpo-clamp-completion-length": ("s2-positive-counts", "s2-positive-counts"),
@@ -47,14 +52,20 @@ def _matrix() -> str:
                for w in WRONG]
     builds += [f'[[build]]\nname = "z{v}"\npackage = "unsloth_zoo"\nsource = "pypi"\nversion = "{v}"\n'
                for v in ("2026.9.7", "2026.9.8")]
+    builds += [f'[[build]]\nname = "{LOOSE}"\npackage = "unsloth_zoo"\nsource = "backport"\nbase = "z2026.9.7"\n'
+               'backport = "zoo-loose-datasets"\n']
     off = "options = { train = false }"
-    pairs = ['{ unsloth = "u", zoo = "z2026.9.7" }', f'{{ unsloth = "u-floor", zoo = "z2026.9.7", {off} }}',
-             f'{{ unsloth = "u", zoo = "z2026.9.8", {off} }}', f'{{ unsloth = "u-floor", zoo = "z2026.9.8", {off} }}']
+    # Training on where TRL >= 1.9 is installed (every 9.8 and loose cell): the steps through UnslothGRPOTrainer.
+    trl = 'options = { trl = "1.13.0" }'
+    pairs = ['{ unsloth = "u", zoo = "z2026.9.7" }', f'{{ unsloth = "u", zoo = "{LOOSE}", {trl} }}',
+             f'{{ unsloth = "u-floor", zoo = "{LOOSE}", {trl} }}',
+             '{ unsloth = "u", zoo = "z2026.9.8" }', '{ unsloth = "u-floor", zoo = "z2026.9.8" }']
     pairs += [f'{{ unsloth = "u-{w}", zoo = "z2026.9.7", {off} }}' for w in WRONG]
     # zoo 2026.9.7 and 2026.9.8 carry the fused CE fault too, and none of these builds guards it.
     expects = ['[[expect]]\ncheck = "fused-ce-masked-nan"\nstate = "missing"\n']
     expects += [f'[[expect]]\nunsloth = "u-{w}"\nzoo = "z2026.9.7"\ncheck = "{GRPO}"\nstate = "broken"\n'
                for w in WRONG]
+    expects += [f'[[expect]]\nunsloth = "u"\nzoo = "{LOOSE}"\ncheck = "{GRPO}"\nstate = "missing"\n']
     return ("schema = 1\n\n" + "\n".join(builds) + "\n[pairs]\nproduct = false\ninclude = [\n  "
             + ",\n  ".join(pairs) + ",\n]\n\n" + "\n".join(expects))
 
@@ -62,7 +73,7 @@ def _matrix() -> str:
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("grpo")
-    for w in WRONG:
+    for w in (*WRONG, "zoo-loose-datasets"):
         shutil.copytree(ROOT / "tests" / "backports" / w, tmp / w)
     matrix = tmp / "grpo.toml"
     matrix.write_text(_matrix(), encoding="utf-8")
@@ -103,7 +114,7 @@ def test_plain_unsloth_on_the_vulnerable_zoo_is_missing_and_latent_on_its_stack(
     assert not v["gate_fail"] and v["gate_warn"]
 
 
-@pytest.mark.parametrize(("cell", "state"), [("u-floor__z2026.9.7", "activates"), ("u-floor__z2026.9.8", "no-ops"),
+@pytest.mark.parametrize(("cell", "state"), [(f"u-floor__{LOOSE}", "activates"), ("u-floor__z2026.9.8", "no-ops"),
                                              ("u__z2026.9.8", "not-needed")])
 def test_the_reference_guard(ran: dict[str, Any], cell: str, state: str) -> None:
     v = verdict(ran, cell)
@@ -122,3 +133,44 @@ def test_a_wrong_guard_is_broken_by_the_test_its_defect_breaks(ran: dict[str, An
     assert v["guard"] == "broken", v
     assert test in v["behavior"]["failing"], v["behavior"]
     assert words in v["guard_reason"], v["guard_reason"]
+
+
+def unsloth_steps(ran: dict[str, Any], cell: str) -> dict[str, Any]:
+    cell_json = json.loads((ran["out"] / "cells" / cell / "cell.json").read_text())
+    step = next(s for s in cell_json["checks"][GRPO]["steps"] if s["name"] == "unsloth_train")
+    assert step["status"] == "ok", step
+    return step["result"]  # type: ignore[no-any-return]
+
+
+def test_below_trl_1_9_the_unsloth_steps_are_n_a_and_the_reach_names_its_route(ran: dict[str, Any]) -> None:
+    r = unsloth_steps(ran, "u__z2026.9.7")
+    assert r["outcome"] == "n/a" and "counts the completion tokens before" in r["reason"], r
+    v = verdict(ran, "u__z2026.9.7")
+    assert "the reach comes from the check's run with TRL's GRPOTrainer" in v["reach_reason"], v["reach_reason"]
+
+
+def test_unguarded_vulnerable_zoo_goes_nan_through_unsloths_own_trainer(ran: dict[str, Any]) -> None:
+    """zoo 2026.9.7's code with TRL 1.13.0: the trainer sends 0 at every fully truncated step, unsloth hands it
+    on as read, and the module's dapo loss divides 0 by 0 (through grpo_accumulated_loss the NaN reaches the
+    gradient, so the weights go NaN at step 1 and the next generation's sampling raises)."""
+    r = unsloth_steps(ran, f"u__{LOOSE}")
+    assert r["versions"]["trl"] == "1.13.0" and r["versions"]["unsloth_zoo"] == "2026.9.7", r["versions"]
+    assert r["masked_inputs"] == ["tensor(0)"] and r["handed_inputs"] == ["tensor(0)"], r
+    assert r["outcome"] in ("nan-logged", "nan-weights") and r["first_nan_step"] == 1, r["reason"]
+    v = verdict(ran, f"u__{LOOSE}")
+    assert (v["zoo"], v["guard"], v["reach"]) == ("vulnerable", "missing", "exposed"), v
+    assert v["reach_reason"].startswith("through unsloth's own route"), v["reach_reason"]
+    assert v["gate_fail"], v
+
+
+@pytest.mark.parametrize(("cell", "handed"), [(f"u-floor__{LOOSE}", "tensor(1)"), ("u-floor__z2026.9.8", "tensor(1)"),
+                                              ("u__z2026.9.8", "tensor(0)")])
+def test_the_steps_through_unsloths_trainer_stay_finite_where_the_count_is_floored(
+        ran: dict[str, Any], cell: str, handed: str) -> None:
+    """The trainer sends 0 (TRL >= 1.9) everywhere here; the guard hands the loss 1, and zoo 2026.9.8's own
+    floor takes the 0 as it comes: every step finite."""
+    r = unsloth_steps(ran, cell)
+    assert r["outcome"] == "clean" and r["masked_inputs"] == ["tensor(0)"], r
+    assert r["handed_inputs"] == [handed], r
+    if cell.startswith("u-floor"):
+        assert "stayed finite (the trainer sent num_items_in_batch=tensor(0)" in verdict(ran, cell)["guard_reason"]

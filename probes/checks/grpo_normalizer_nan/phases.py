@@ -11,7 +11,10 @@
   on every route against the oracle. The routes: unsloth's hand-off into
   zoo's module attribute, and the ``UnslothGRPOTrainer`` unsloth generates
   (``trainer.py``, in a forked child, first: its hand-off into each loss
-  function its module holds).
+  function its module holds); ``unsloth_train``, first (training: off
+  with the matrix's training), real GRPO steps through that generated
+  trainer where the stack's TRL counts after the truncation mask
+  (``unsloth_train.py``): the reach through unsloth's own route.
 """
 
 from __future__ import annotations
@@ -136,5 +139,17 @@ def train_step(ctx: PhaseContext) -> dict[str, Any]:
     return train.run(ctx.device, ctx.torch_compile)
 
 
+def unsloth_train_step(ctx: PhaseContext) -> dict[str, Any]:
+    from . import unsloth_train
+
+    zoo = (ctx.raw or {}).get("verdict")
+    if zoo == "absent":
+        return {"ok": True, "outcome": "n/a", "reason": "n/a: this zoo's GRPO loss never divides by the count",
+                "runs": [], "kernel_calls": 0, "masked_inputs": []}
+    return unsloth_train.run()
+
+
 RAW_STEPS = (Step("runtime", runtime_step), Step("train", train_step, training=True))
-UNSLOTH_STEPS = (Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step, needs_raw=True))
+# unsloth_train first: it forks before this process computes anything with torch (as the guard step's fork).
+UNSLOTH_STEPS = (Step("unsloth_train", unsloth_train_step, needs_raw=True, training=True),
+                 Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step, needs_raw=True))

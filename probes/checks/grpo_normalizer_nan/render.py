@@ -2,7 +2,8 @@
 
 Stdlib only (``reports/`` imports it). From the ``guard`` step: how unsloth
 hands the count to zoo (as read, or changed by a guard), whether zoo's
-function is still its own, and the all-masked call on that route.
+function is still its own, and the all-masked call on that route; from
+``unsloth_train``: the GRPO steps through unsloth's generated trainer.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def details(section: dict[str, Any]) -> StepDetails:
         hand = "changed: " + "; ".join([*(h.get("statements") or []), *(f"passes {p}" for p in h.get("passes") or [])])
     original = g.get("original")
     replaced = "unknown (no raw fingerprint)" if original is None else ("no (zoo's own)" if original else "yes")
-    return StepDetails(items=(("count hand-off", hand), ("zoo's grpo_compute_loss replaced", replaced),
-                              ("count zoo receives for tensor(0.)", str(g.get("handed_zero")))),
-                       tables=routes_table(g.get("routes")))
+    items = [("count hand-off", hand), ("zoo's grpo_compute_loss replaced", replaced),
+             ("count zoo receives for tensor(0.)", str(g.get("handed_zero")))]
+    u = step_payload(section, "unsloth_train")
+    if u:
+        seen = ("" if u.get("outcome") in ("n/a", "error") else
+                f" (trainer sent {', '.join(map(str, u.get('masked_inputs') or [])) or '-'}, "
+                f"loss got {', '.join(map(str, u.get('handed_inputs') or [])) or '-'})")
+        items.append(("GRPO steps through UnslothGRPOTrainer", f"{u.get('reason') or u.get('outcome')}{seen}"))
+    return StepDetails(items=tuple(items), tables=routes_table(g.get("routes")))

@@ -9,9 +9,9 @@ and a character-level tokenizer made in code (``train_model.py``), TRL's
 pad tokens suppressed in generation, so that every completion is truncated
 and the trainer masks them all. The loss is zoo's own ``grpo_compute_loss``
 (the trainer's ``_compute_loss`` is replaced by a call to it with the
-trainer's log-probabilities, mask, advantages and ``num_items_in_batch``),
-because unsloth's own GRPO trainer needs an accelerator: zoo 2026.9.x has no
-CPU backend. Per step: the tokens left in the mask, the count the trainer
+trainer's log-probabilities, mask, advantages and ``num_items_in_batch``):
+the route without unsloth (this process never imports it); the steps
+through unsloth's own trainer are ``unsloth_train.py``. Per step: the tokens left in the mask, the count the trainer
 sent, zoo's loss, the logged loss and the non-finite parameters.
 
 ``latent`` evidence: the trainer sent a positive count at every batch with no

@@ -8,8 +8,12 @@ read) or zoo's function is no longer its own. Present and the suite passes
 and the all-masked call is finite: ``activates`` on a vulnerable zoo,
 ``no-ops`` on a fixed one; present and anything fails: ``broken``. Absent:
 ``missing`` on a vulnerable zoo, ``not-needed`` elsewhere. Reach comes from
-the GRPO training run: which count did the trainer of this stack send when
-every completion was truncated?
+the GRPO training runs: which count did the trainer of this stack send when
+every completion was truncated, and what did the run show? Where the stack's
+TRL counts after the truncation mask, the steps through unsloth's generated
+``UnslothGRPOTrainer`` (step ``unsloth_train``) are the evidence; elsewhere
+(``n/a`` there, with its reason) the run with TRL's ``GRPOTrainer`` and zoo's
+loss (step ``train``) is, and the reach's words say which route it came from.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from probes.checks.vocabulary import (
     ZooState,
     reach,
     replaced_on_fixed_zoo,
+    step,
     step_result,
+    training,
 )
 
 FAULT = ("a GRPO batch whose completions are all masked with a count of 0 (TRL >= 1.9 counts after "
@@ -42,8 +48,43 @@ def _trl_counts_before_the_mask(trl: str | None) -> bool:
     return (major, minor) < (1, 9)
 
 
+UNSLOTH_STEP = "unsloth_train"
+UNSLOTH_ROUTE = "the GRPO steps through unsloth's generated UnslothGRPOTrainer"
+
+
+def unsloth_training(check: dict[str, Any]) -> Training | None:
+    """The ``unsloth_train`` step as a :class:`Training` (None: the cell has no such step)."""
+    s = step(check, UNSLOTH_STEP)
+    return None if s is None else training({"steps": [{**s, "name": "train"}]})
+
+
+def _ran(t: Training | None) -> bool:
+    return t is not None and t.outcome not in ("n/a", "error")
+
+
+def _unsloth_text(t: Training | None) -> str:
+    """The failed unsloth-route run in words, or ``""``."""
+    return f"{UNSLOTH_ROUTE} {t.label()}: {t.reason}" if t is not None and t.failed else ""
+
+
 def _reach(state: GuardState, train: Training | None, raw: dict[str, Any] | None = None,
-           ) -> tuple[Reach | None, str]:
+           via_unsloth: Training | None = None) -> tuple[Reach | None, str]:
+    if _ran(via_unsloth):
+        r, text = reach(state, via_unsloth, FAULT, SENT)
+        return r, (f"through unsloth's own route ({UNSLOTH_ROUTE}): {text}" if r is not None else text)
+    r, text = _reach_raw(state, train, raw)
+    if r is None or via_unsloth is None:
+        return r, text
+    return r, (f"{text} (the reach comes from the check's run with TRL's GRPOTrainer and zoo's loss; "
+               f"{UNSLOTH_ROUTE}: {_said(via_unsloth)})")
+
+
+def _said(t: Training) -> str:
+    return t.reason if t.reason.startswith(t.outcome) else f"{t.outcome}: {t.reason}"
+
+
+def _reach_raw(state: GuardState, train: Training | None, raw: dict[str, Any] | None = None,
+               ) -> tuple[Reach | None, str]:
     unavailable = (raw or {}).get("unavailable")
     if state is GuardState.MISSING and unavailable:
         trl = ((raw or {}).get("versions") or {}).get("trl")
@@ -74,8 +115,12 @@ def _finite(route: dict[str, Any]) -> bool:
 
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     raw_train = step_result(check, "train")
-    j = opening(check, lambda state, train: _reach(state, train, raw_train))
-    zoo, counts, train_text, out, g = j.zoo, j.counts, j.train_text, j.out, j.guard
+    via = unsloth_training(check)
+    j = opening(check, lambda state, train: _reach(state, train, raw_train, via))
+    zoo, counts, out, g = j.zoo, j.counts, j.out, j.guard
+    # Where the steps through unsloth's trainer ran, they are the user's route: the raw run (zoo's loss under
+    # TRL's trainer, no unsloth) never passes a guard in unsloth, so its symptom does not judge one.
+    train_text = _unsloth_text(via) if _ran(via) else "; ".join(x for x in (j.train_text, _unsloth_text(via)) if x)
     if j.blocked is not None:
         return out(*j.blocked)
     if zoo is ZooState.ABSENT:
@@ -117,7 +162,8 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
         if problems:
             return out(GuardState.BROKEN, f"{what}, but " + "; ".join(problems) + unprobed, train_text)
         return out(GuardState.ACTIVATES, f"{what}; the all-masked loss is {route.get('loss')} on "
-                                         f"{len(routes)} route(s); suite {counts.label()}" + unprobed)
+                                         f"{len(routes)} route(s); suite {counts.label()}" + unprobed
+                   + _finite_note(via, step_result(check, UNSLOTH_STEP)))
     if replaced:
         return out(*replaced_on_fixed_zoo("zoo's grpo_compute_loss", f"behaviour tests failing: {fails}" if fails
                                           else ""), train_text)
@@ -127,9 +173,19 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
             return out(GuardState.BROKEN, f"{what} on a fixed zoo, and " + "; ".join(
                 x for x in (f"suite failing: {fails}" if fails else "", train_text) if x), train_text)
         return out(GuardState.NO_OPS, f"{what}; zoo floors the count itself and every guarded route matches it "
-                                      f"(suite {counts.label()})" + unprobed)
+                                      f"(suite {counts.label()})" + unprobed
+                   + _finite_note(via, step_result(check, UNSLOTH_STEP)))
     if train_text:
         return out(GuardState.ERROR, f"the zoo is fixed by both detectors but {train_text}", train_text)
     if counts.failed:
         return out(GuardState.ERROR, f"no guard, zoo fixed, yet the suite fails: {fails}")
     return out(GuardState.NOT_NEEDED, "zoo floors the count: an all-masked GRPO batch gives a finite loss")
+
+
+def _finite_note(t: Training | None, raw: dict[str, Any] | None) -> str:
+    """A passing guard's evidence from the unsloth route: what the trainer sent and what the loss got."""
+    if not _ran(t) or t is None or t.failed:
+        return ""
+    handed = " or ".join(str(h) for h in (raw or {}).get("handed_inputs") or []) or "?"
+    return (f"; {UNSLOTH_ROUTE} stayed finite (the trainer sent num_items_in_batch={' or '.join(t.masked_inputs)} "
+            f"at the fully truncated steps, the loss got {handed})")

@@ -204,7 +204,8 @@ def test_suite_tests_fail_the_group_of_a_wrong_case() -> None:
 
 
 def section(zoo: str, *, plain: bool = True, original: bool = True, suite_ok: bool = True,
-            route_ok: bool = True, train: dict[str, Any] | None = None) -> dict[str, Any]:
+            route_ok: bool = True, train: dict[str, Any] | None = None,
+            unsloth: dict[str, Any] | None = None) -> dict[str, Any]:
     route = {"loss": 0.0 if route_ok else "nan", "loss_finite": route_ok, "grads_finite": True}
     tests = [{"id": t, "outcome": "pass" if suite_ok or t != "s2-positive-counts" else "fail"} for t in suite.TITLES]
     steps = [
@@ -217,6 +218,8 @@ def section(zoo: str, *, plain: bool = True, original: bool = True, suite_ok: bo
     ]
     if train is not None:
         steps.append({"name": "train", "status": "ok", "result": train})
+    if unsloth is not None:
+        steps.insert(1, {"name": "unsloth_train", "status": "ok", "result": unsloth})
     return {"static": {"verdict": zoo, "reason": f"static {zoo}"}, "steps": steps}
 
 
@@ -290,3 +293,79 @@ def test_a_trl_without_the_dapo_options_is_a_route_that_does_not_exist() -> None
         assert "loss_type" in str(exc)
     else:
         raise AssertionError("a config without loss_type gave a dapo route")
+
+
+# The steps through unsloth's generated UnslothGRPOTrainer (unsloth_train.py), as the step records them.
+UNSLOTH_NAN = {"outcome": "nan-weights", "reason": "non-finite weights from step 1 to the end", "first_nan_step": 1,
+               "kernel_calls": 1, "masked_inputs": ["tensor(0)"], "handed_inputs": ["tensor(0)"],
+               "versions": {"transformers": "5.17.0", "trl": "1.13.0"}}
+UNSLOTH_FLOORED = {"outcome": "clean", "reason": "logged loss finite at every step", "kernel_calls": 3,
+                   "masked_inputs": ["tensor(0)"], "handed_inputs": ["tensor(1)"],
+                   "versions": {"transformers": "5.17.0", "trl": "1.13.0"}}
+UNSLOTH_OLD_TRL = {"outcome": "n/a", "reason": "n/a: TRL 0.24.0 counts the completion tokens before the mask",
+                   "kernel_calls": 0, "masked_inputs": []}
+
+
+def test_the_unsloth_route_decides_the_reach_where_it_ran() -> None:
+    """A run through UnslothGRPOTrainer that went NaN is the reach, whatever TRL's own trainer showed: the user's
+    run goes through unsloth's. Without the raw run it would be unknown; with a latent raw run, latent."""
+    for raw in (None, LATENT_RUN):
+        v = grpo_verdict.classify(section("vulnerable", route_ok=False, train=raw, unsloth=UNSLOTH_NAN), {})
+        assert v.guard is GuardState.MISSING and v.reach is Reach.EXPOSED, v
+        assert v.reach_reason.startswith("through unsloth's own route"), v.reach_reason
+        assert "UnslothGRPOTrainer nan-weights from step 1" in v.guard_reason, v.guard_reason
+
+
+def test_where_the_unsloth_route_cannot_run_the_reach_says_it_came_from_trls_trainer() -> None:
+    v = grpo_verdict.classify(section("vulnerable", route_ok=False, train=LATENT_RUN, unsloth=UNSLOTH_OLD_TRL), {})
+    assert v.reach is Reach.LATENT and "TRL 0.29.1" in v.reach_reason
+    assert "the reach comes from the check's run with TRL's GRPOTrainer" in v.reach_reason
+    assert "UnslothGRPOTrainer: n/a: TRL 0.24.0 counts" in v.reach_reason
+    # no unsloth step at all (a cell JSON from before it): the words stay as they were
+    plain = grpo_verdict.classify(section("vulnerable", route_ok=False, train=LATENT_RUN), {})
+    assert "the reach comes from" not in plain.reach_reason
+
+
+def test_a_guard_is_judged_by_the_steps_through_unsloths_trainer_too() -> None:
+    # the raw run (zoo's loss under TRL's trainer, no unsloth) goes NaN on such a stack whatever unsloth guards
+    ok = grpo_verdict.classify(section("vulnerable", plain=False, train=EXPOSED_RUN, unsloth=UNSLOTH_FLOORED), {})
+    assert ok.guard is GuardState.ACTIVATES, ok
+    assert "stayed finite (the trainer sent num_items_in_batch=tensor(0)" in ok.guard_reason
+    assert "the loss got tensor(1)" in ok.guard_reason
+    nan = grpo_verdict.classify(section("vulnerable", plain=False, unsloth=UNSLOTH_NAN), {})
+    assert nan.guard is GuardState.BROKEN and "UnslothGRPOTrainer nan-weights" in nan.guard_reason
+    assert grpo_verdict.classify(section("fixed", plain=False, unsloth=UNSLOTH_NAN), {}).guard is GuardState.BROKEN
+    # no guard, a zoo both detectors call fixed, and yet unsloth's route goes NaN: not a pass
+    assert grpo_verdict.classify(section("fixed", unsloth=UNSLOTH_NAN), {}).guard is GuardState.ERROR
+    assert grpo_verdict.classify(section("fixed", unsloth=UNSLOTH_FLOORED), {}).guard is GuardState.NOT_NEEDED
+
+
+@pytest.mark.parametrize(("trl", "after"), [("1.9.0", True), ("1.13.0", True), ("2.0", True), ("1.8.3", False),
+                                            ("0.24.0", False), (None, None), ("dev", None)])
+def test_which_trl_counts_after_the_truncation_mask(trl: str | None, after: bool | None) -> None:
+    from probes.checks.grpo_normalizer_nan import unsloth_train
+
+    assert unsloth_train.counts_after_mask(trl) is after
+
+
+def test_the_unsloth_steps_are_n_a_below_trl_1_9_without_forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    from probes.checks.grpo_normalizer_nan import unsloth_train
+
+    monkeypatch.setattr(unsloth_train, "version", lambda name: "0.24.0" if name == "trl" else "1.0")
+
+    def no_fork(*args: Any) -> Any:
+        raise AssertionError("forked for a TRL that counts before the mask")
+
+    monkeypatch.setattr(unsloth_train, "in_fork", no_fork)
+    r = unsloth_train.run()
+    assert r["outcome"] == "n/a" and "TRL 0.24.0 counts the completion tokens before" in r["reason"], r
+
+
+def test_the_drill_down_shows_the_steps_through_unsloths_trainer() -> None:
+    from probes.checks.grpo_normalizer_nan import render
+
+    evidence = section("vulnerable", plain=False, unsloth=UNSLOTH_FLOORED)
+    items = dict(render.details(evidence).items)
+    assert items["GRPO steps through UnslothGRPOTrainer"] == ("logged loss finite at every step "
+                                                              "(trainer sent tensor(0), loss got tensor(1))")
+    assert "GRPO steps through UnslothGRPOTrainer" not in dict(render.details(section("vulnerable")).items)
