@@ -55,11 +55,11 @@ def _matrix() -> str:
     builds += [f'[[build]]\nname = "{LOOSE}"\npackage = "unsloth_zoo"\nsource = "backport"\nbase = "z2026.9.7"\n'
                'backport = "zoo-loose-datasets"\n']
     off = "options = { train = false }"
-    # Training on where TRL >= 1.9 is installed (every 9.8 and loose cell): the steps through UnslothGRPOTrainer.
+    # Training on where the zoo is vulnerable and TRL >= 1.9 installs: the steps through UnslothGRPOTrainer.
     trl = 'options = { trl = "1.13.0" }'
     pairs = ['{ unsloth = "u", zoo = "z2026.9.7" }', f'{{ unsloth = "u", zoo = "{LOOSE}", {trl} }}',
              f'{{ unsloth = "u-floor", zoo = "{LOOSE}", {trl} }}',
-             '{ unsloth = "u", zoo = "z2026.9.8" }', '{ unsloth = "u-floor", zoo = "z2026.9.8" }']
+             f'{{ unsloth = "u", zoo = "z2026.9.8", {off} }}', f'{{ unsloth = "u-floor", zoo = "z2026.9.8", {off} }}']
     pairs += [f'{{ unsloth = "u-{w}", zoo = "z2026.9.7", {off} }}' for w in WRONG]
     # zoo 2026.9.7 and 2026.9.8 carry the fused CE fault too, and none of these builds guards it.
     expects = ['[[expect]]\ncheck = "fused-ce-masked-nan"\nstate = "missing"\n']
@@ -163,14 +163,20 @@ def test_unguarded_vulnerable_zoo_goes_nan_through_unsloths_own_trainer(ran: dic
     assert v["gate_fail"], v
 
 
-@pytest.mark.parametrize(("cell", "handed"), [(f"u-floor__{LOOSE}", "tensor(1)"), ("u-floor__z2026.9.8", "tensor(1)"),
-                                              ("u__z2026.9.8", "tensor(0)")])
-def test_the_steps_through_unsloths_trainer_stay_finite_where_the_count_is_floored(
-        ran: dict[str, Any], cell: str, handed: str) -> None:
-    """The trainer sends 0 (TRL >= 1.9) everywhere here; the guard hands the loss 1, and zoo 2026.9.8's own
-    floor takes the 0 as it comes: every step finite."""
-    r = unsloth_steps(ran, cell)
-    assert r["outcome"] == "clean" and r["masked_inputs"] == ["tensor(0)"], r
-    assert r["handed_inputs"] == [handed], r
-    if cell.startswith("u-floor"):
-        assert "stayed finite (the trainer sent num_items_in_batch=tensor(0)" in verdict(ran, cell)["guard_reason"]
+def test_the_guard_keeps_the_steps_through_unsloths_trainer_finite(ran: dict[str, Any]) -> None:
+    """The same zoo code and stack as the NaN cell: the trainer sends 0, the guard hands the loss 1, every step
+    finite, and the raw run (zoo's loss under TRL's trainer, no unsloth: NaN) does not judge the guard."""
+    r = unsloth_steps(ran, f"u-floor__{LOOSE}")
+    assert r["outcome"] == "clean" and r["masked_inputs"] == ["tensor(0)"] and r["handed_inputs"] == ["tensor(1)"], r
+    assert r["kernel_calls"] == 3, r
+    v = verdict(ran, f"u-floor__{LOOSE}")
+    assert v["guard"] == "activates" and v["training"]["outcome"] in ("nan-logged", "nan-weights"), v
+    assert "stayed finite (the trainer sent num_items_in_batch=tensor(0)" in v["guard_reason"], v["guard_reason"]
+    assert "the loss got tensor(1)" in v["guard_reason"]
+
+
+def test_the_steps_through_unsloths_trainer_are_spared_on_a_fixed_zoo(ran: dict[str, Any]) -> None:
+    for cell in ("u__z2026.9.8", "u-floor__z2026.9.8"):
+        step = next(s for s in json.loads((ran["out"] / "cells" / cell / "cell.json").read_text())["checks"][GRPO]
+                    ["steps"] if s["name"] == "unsloth_train")
+        assert step["status"] == "skipped", step  # training off in these cells

@@ -143,9 +143,9 @@ def unsloth_train_step(ctx: PhaseContext) -> dict[str, Any]:
     from . import unsloth_train
 
     zoo = (ctx.raw or {}).get("verdict")
-    if zoo == "absent":
-        return {"ok": True, "outcome": "n/a", "reason": "n/a: this zoo's GRPO loss never divides by the count",
-                "runs": [], "kernel_calls": 0, "masked_inputs": []}
+    if zoo != "vulnerable":  # as the raw run: reach is judged where zoo is vulnerable; spare the other cells
+        return {"ok": True, "outcome": "n/a", "reason": f"n/a: the runtime detector calls this zoo {zoo}, and reach "
+                "is only judged where zoo is vulnerable", "runs": [], "kernel_calls": 0, "masked_inputs": []}
     return unsloth_train.run()
 
 
