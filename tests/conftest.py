@@ -28,7 +28,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on a 2-core host (914 tests)
     "tests/integration/test_nanochat_matrix.py",  # 1890 in CI with eight cells (six sampled now); 2 suite-only
     "tests/integration/test_differential_guards.py",  # 764 for nineteen guard cells; twenty-one now (~845)
-    "tests/integration/test_grpo_matrix.py",  # 732 (shared 2-core host, other builds running): eleven cells, 1 GRPO run
+    "tests/integration/test_grpo_matrix.py",  # 732 busy (eleven cells); 489 with twelve (warm, under the lock)
     "tests/integration/test_mutants.py",  # 640
     "tests/integration/test_gate_pinned.py",  # 530
     "tests/integration/test_default_matrix.py",  # 385

@@ -205,8 +205,7 @@ def run(timeout: float = TIMEOUT_S) -> dict[str, Any]:
     if not after:
         why = ("TRL is not installed" if versions["trl"] is None else
                f"TRL {versions['trl']} counts the completion tokens before mask_truncated_completions, so a "
-               f"fully truncated batch sends a positive count whatever the loss (TRL < 1.9); the reach rests on "
-               f"the check's run with TRL's GRPOTrainer")
+               f"fully truncated batch sends a positive count whatever the loss (TRL < 1.9)")
         result.update(outcome="n/a", reason=f"n/a: {why}")
     else:
         got = in_fork(_child, (), timeout, "training through the generated UnslothGRPOTrainer")
