@@ -87,6 +87,20 @@ class ScanTarget:
         return self.file.rsplit("/", 1)[0] + "/"
 
 
+def one_file_target(detector: ModuleType, runtime: str | None = None, package: str = "unsloth_zoo") -> ScanTarget:
+    """The :class:`ScanTarget` of a check whose static detector reads one module of the release.
+
+    ``detector`` names that module as ``REL`` (its path inside ``package``, as parts), what it judges there
+    as ``FUNCTION``, and holds ``analyze_source(text, path)``; the scan reads only that file (``absent`` where
+    the release has none: :func:`one_file_detect`). No guard is recognised (the unsloth side is ``n/a``);
+    ``runtime`` backs ``--confirm`` where given.
+    """
+    file = f"{package}/" + "/".join(detector.REL)
+    return ScanTarget(package=package, file=file, function=detector.FUNCTION,
+                      detect=one_file_detect(file, detector.analyze_source), detector=detector,
+                      follow_imports=False, runtime=runtime)
+
+
 @dataclass(frozen=True)
 class MutationTarget:
     """What ``nox -s mutation`` mutates and scores for this check.
@@ -325,6 +339,18 @@ def evaluation_details(train: dict[str, Any], count: str) -> StepDetails:
                                                             "kernel calls (count -> loss)", "loss"),
                           tuple(rows), code=frozenset(), bad=frozenset(bad)),) if rows else ()
     return StepDetails(items=tuple(items), tables=tables)
+
+
+def guard_then_evaluation(section: dict[str, Any], count: str,
+                          guard_line: Callable[[dict[str, Any]], str]) -> StepDetails:
+    """A ``details`` for a check with a ``guard`` step and an evaluated ``train`` step: the guard probe's line
+    (``guard_line`` of its payload) and routes table first, then :func:`evaluation_details`."""
+    evaluated = evaluation_details(step_payload(section, "train"), count)
+    g = step_payload(section, "guard")
+    if not g:
+        return evaluated
+    return StepDetails(items=(("guard probe", guard_line(g)), *evaluated.items),
+                       tables=(*routes_table(g.get("routes")), *evaluated.tables))
 
 
 @dataclass(frozen=True)

@@ -12,23 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.capabilities import StepDetails, evaluation_details, routes_table, step_payload
+from probes.checks.capabilities import StepDetails, guard_then_evaluation
 
 # The count the CPU backend's trainer hands the kernel, as this check's training steps record it (``train.py``).
 TRAIN_COUNT = "num_items_in_batch"
 
 
-def details(section: dict[str, Any]) -> StepDetails:
-    """See ``StepRenderer.details``."""
-    evaluated = evaluation_details(step_payload(section, "train"), TRAIN_COUNT)
-    g = step_payload(section, "guard")
-    if not g:
-        return evaluated
+def _guard_line(g: dict[str, Any]) -> str:
     if g.get("kernel") == "absent":
-        return StepDetails(items=(("guard probe", f"no kernel after `import unsloth`: {g.get('reason')}"),
-                                  *evaluated.items), tables=evaluated.tables)
+        return f"no kernel after `import unsloth`: {g.get('reason')}"
     original = g.get("original")
     replaced = "unknown (no raw fingerprint)" if original is None else ("no (zoo's own)" if original else "yes")
-    tables = routes_table(g.get("routes"))
-    return StepDetails(items=(("guard probe", f"kernel replaced after `import unsloth`: {replaced}"),
-                              *evaluated.items), tables=(*tables, *evaluated.tables))
+    return f"kernel replaced after `import unsloth`: {replaced}"
+
+
+def details(section: dict[str, Any]) -> StepDetails:
+    """See ``StepRenderer.details``."""
+    return guard_then_evaluation(section, TRAIN_COUNT, _guard_line)

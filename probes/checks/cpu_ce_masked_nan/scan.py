@@ -9,22 +9,8 @@ too (the runtime detector runs inside a cell's raw probe process only).
 
 from __future__ import annotations
 
-from probes.checks.capabilities import ScanTarget, one_file_detect
+from probes.checks.capabilities import one_file_target
 
 from . import static
 
-FILE = "unsloth_zoo/" + "/".join(static.REL)
-
-
-# See ``ScanTarget.detect``: ``static.analyze_source`` on the release's ``cpu/ops.py``.
-detect = one_file_detect(FILE, static.analyze_source)
-
-
-TARGET = ScanTarget(
-    package="unsloth_zoo",
-    file=FILE,
-    function=static.FUNCTION,
-    detect=detect,
-    detector=static,
-    follow_imports=False,
-)
+TARGET = one_file_target(static)

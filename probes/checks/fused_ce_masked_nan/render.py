@@ -11,21 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.checks.capabilities import StepDetails, as_dict, evaluation_details, routes_table, step_payload, yes_no
+from probes.checks.capabilities import StepDetails, as_dict, guard_then_evaluation, yes_no
 
 # The count a trainer hands the loss, as this check's training steps record it (``train.py``).
 TRAIN_COUNT = "num_items_in_batch"
 
 
-def details(section: dict[str, Any]) -> StepDetails:
-    """See ``StepRenderer.details``."""
-    evaluated = evaluation_details(step_payload(section, "train"), TRAIN_COUNT)
-    g = step_payload(section, "guard")
-    if not g:
-        return evaluated
+def _guard_line(g: dict[str, Any]) -> str:
     original = as_dict(g.get("forward")).get("original")
     replaced = "unknown" if original is None else ("no (zoo's own)" if original else "yes")
-    item = ("guard probe", f"forward replaced after `import unsloth`: {replaced}; "
-                           f"all-masked call finite: {yes_no(g.get('all_masked_finite'))}")
-    tables = routes_table(g.get("routes"))
-    return StepDetails(items=(item, *evaluated.items), tables=(*tables, *evaluated.tables))
+    return (f"forward replaced after `import unsloth`: {replaced}; "
+            f"all-masked call finite: {yes_no(g.get('all_masked_finite'))}")
+
+
+def details(section: dict[str, Any]) -> StepDetails:
+    """See ``StepRenderer.details``."""
+    return guard_then_evaluation(section, TRAIN_COUNT, _guard_line)

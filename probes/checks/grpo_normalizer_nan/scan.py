@@ -10,23 +10,8 @@ attribute the scan's heuristic could recognise.
 
 from __future__ import annotations
 
-from probes.checks.capabilities import ScanTarget, one_file_detect
+from probes.checks.capabilities import one_file_target
 
 from . import static
 
-FILE = "unsloth_zoo/" + "/".join(static.REL)
-
-
-# See ``ScanTarget.detect``: ``static.analyze_source`` on the release's ``rl_replacements.py``.
-detect = one_file_detect(FILE, static.analyze_source)
-
-
-TARGET = ScanTarget(
-    package="unsloth_zoo",
-    file=FILE,
-    function=static.FUNCTION,
-    detect=detect,
-    detector=static,
-    follow_imports=False,
-    runtime=__name__.rsplit(".", 1)[0] + ".runtime:run",
-)
+TARGET = one_file_target(static, runtime=__name__.rsplit(".", 1)[0] + ".runtime:run")
