@@ -48,12 +48,13 @@ MAX_CHARS = 16
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One training run: its name, GA, and which examples (in training order) are fully masked."""
+    """One training run: its name, GA, optimizer steps, and which examples of the shared data (in training
+    order) are fully masked (none where the check's route brings its own data)."""
 
     name: str
     gradient_accumulation_steps: int
     max_steps: int
-    masked: frozenset[int]
+    masked: frozenset[int] = frozenset()
 
 
 # GA 1: every 4th example masked, so steps 4 and 8 have no trainable label.

@@ -112,12 +112,6 @@ def test_counts_that_are_not_tensors(value: object, expected: str) -> None:
     assert training.count_repr(value) == expected
 
 
-def test_one_count_per_step_unless_micro_batches_differ() -> None:
-    assert train._one_or_all([]) is None
-    assert train._one_or_all(["tensor(0)", "tensor(0)"]) == "tensor(0)"
-    assert train._one_or_all(["tensor(0)", "tensor(3)"]) == ["tensor(0)", "tensor(3)"]
-
-
 @dataclasses.dataclass
 class FakeArgs:
     output_dir: str

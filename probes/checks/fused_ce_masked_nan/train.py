@@ -40,43 +40,18 @@ built in ``train_model.py``.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import shutil
 import tempfile
-import time
-import traceback
-from collections import Counter
 from typing import Any
 
-from probes.training import (
-    EVAL_EXAMPLES,
-    EVAL_MASKED,
-    RUNS,
-    SEED,
-    SEVERITY,
-    NotApplicable,
-    RunSpec,
-    char_tokenizer,
-    collate,
-    crash_record,
-    evaluate_logged,
-    in_order,
-    masked_dataset,
-    nonfinite_params,
-    run_outcome,
-    summary,
-    train_logged,
-    version,
-)
+from probes.training import RUNS, NotApplicable, RunSpec, char_tokenizer, crash_record, run_outcome
+from probes.training_run import probe_run, run_record, sft_config, sft_trainer, step_recorder, train_recorded
 
 from .train_model import make_model
 
 ROUTE = "zoo public entry unsloth_fused_ce_loss (bound by value)"
 COUNT = "num_items_in_batch"  # what the trainer hands the loss, as the symptom names it
-
-
-EMPTY = {"first_nan_step": None, "nan_until_end": False, "runs": []}
 
 
 # ---------------------------------------------------------------- trainer
@@ -114,27 +89,9 @@ def trainer_choices() -> tuple[list[TrainerChoice], list[str]]:
 
 
 def _config(config_cls: type, output_dir: str, spec: RunSpec, device: str) -> Any:
-    fields = {f.name for f in dataclasses.fields(config_cls)}
-    wanted: dict[str, Any] = dict(
-        output_dir=output_dir, per_device_train_batch_size=1, per_device_eval_batch_size=1,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps, max_steps=spec.max_steps,
-        learning_rate=1e-3, logging_steps=1, logging_nan_inf_filter=False, report_to=[],
-        save_strategy="no", bf16=False, fp16=False, seed=SEED, data_seed=SEED, dataloader_num_workers=0,
-        disable_tqdm=True, gradient_checkpointing=False, max_grad_norm=1.0,
-        # Sequential order puts the masked examples on known steps.
-        train_sampling_strategy="sequential",
-        # TRL: the dataset is already tokenised with its labels (TRL 0.18 drops a column its model
-        # signature lacks, ``labels`` included, unless told not to); no packing.
-        remove_unused_columns=False, dataset_kwargs={"skip_prepare_dataset": True}, packing=False,
-        padding_free=False,
-    )
-    if device == "cpu":
-        wanted["use_cpu"] = True
-    required = ("logging_nan_inf_filter", "gradient_accumulation_steps", "logging_steps")
-    missing = [k for k in required if k not in fields]
-    if missing:
-        raise NotApplicable(f"{config_cls.__name__} has no {', '.join(missing)}")
-    return config_cls(**{k: v for k, v in wanted.items() if k in fields})
+    on_cpu = {"use_cpu": True} if device == "cpu" else {}
+    return sft_config(config_cls, output_dir, spec, bf16=False, fp16=False, gradient_checkpointing=False,
+                      padding_free=False, **on_cpu)
 
 
 def _patch_trainer_like_unsloth() -> str:
@@ -159,29 +116,6 @@ def _patch_trainer_like_unsloth() -> str:
             "patch_gradient_accumulation_fix(Trainer) (as FastLanguageModel.from_pretrained applies it)")
 
 
-def _one_or_all(values: list[str]) -> str | list[str] | None:
-    """The count a step's micro-batches received: one value (zoo counts per step), else each."""
-    if not values:
-        return None
-    return values[0] if len(set(values)) == 1 else values
-
-
-def _build_trainer(choice: TrainerChoice, model: Any, tokenizer: Any, spec: RunSpec, device: str,
-                   output_dir: str, callback: Any) -> Any:
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    args = _config(choice.config_cls, output_dir, spec, device)
-    params = inspect.signature(choice.trainer_cls.__init__).parameters
-    kwargs: dict[str, Any] = dict(model=model.to(device), args=args, train_dataset=masked_dataset(
-        tokenizer, spec.max_steps * spec.gradient_accumulation_steps, spec.masked),
-                                  data_collator=collate, callbacks=[callback])
-    kwargs["processing_class" if "processing_class" in params else "tokenizer"] = tokenizer
-    trainer = in_order(choice.trainer_cls, args)[0](**kwargs)
-    for quiet in (PrinterCallback, ProgressCallback):  # the cell's stdout is not ours to fill
-        trainer.remove_callback(quiet)
-    return trainer
-
-
 def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, target_gb: float | None,
                choices: list[TrainerChoice], evaluate: bool = False) -> tuple[dict[str, Any], list[TrainerChoice],
                                                                            list[str]]:
@@ -194,33 +128,19 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
     model's loss, so it cannot show what zoo's kernel does to a run: the next
     choice is used instead and the reason is kept.
     """
-    from transformers import TrainerCallback
-
     calls: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     tokenizer = char_tokenizer()
     notes: list[str] = []
-
-    class StepRecorder(TrainerCallback):  # type: ignore[misc]
-        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-            mine = list(calls)
-            calls.clear()
-            steps.append({
-                "step": int(state.global_step),
-                "labels_left": sum(c["labels_left"] for c in mine),
-                "num_items_in_batch": _one_or_all([c["n_items"] for c in mine]),
-                "micro_batches": [{"labels_left": c["labels_left"], "n_items": c["n_items"]} for c in mine],
-                "raw_loss": [c["raw_loss"] for c in mine],
-                "nonfinite_params": nonfinite_params(model) if model is not None else None,
-                "kernels": dict(Counter(c["kernel"] for c in mine)),
-            })
+    recorder = step_recorder(calls, steps, COUNT)
 
     output_dir = tempfile.mkdtemp(prefix="skewmatrix-train-")
     try:
         while True:
             choice = choices[0]
             model = make_model(loss_fn, torch_compile, target_gb, calls)
-            trainer = _build_trainer(choice, model, tokenizer, spec, device, output_dir, StepRecorder())
+            trainer = sft_trainer(choice.trainer_cls, _config(choice.config_cls, output_dir, spec, device),
+                                  model.to(device), tokenizer, spec, recorder)[0]
             if "forward" not in vars(model):
                 break
             replaced = getattr(getattr(vars(model)["forward"], "__code__", None), "co_qualname", "?")
@@ -230,25 +150,14 @@ def train_once(spec: RunSpec, device: str, torch_compile: bool, loss_fn: Any, ta
             if not choices:
                 raise NotApplicable("; ".join(notes))
         sampler = getattr(type(trainer), "get_batch_samples", None)
-        calls.clear()
-        crashed = train_logged(trainer, steps)
-        evaluation = None
-        if evaluate:
-            evaluation = ({"outcome": "n/a", "source": None, "symptom": "not evaluated: trainer.train() raised"}
-                          if crashed is not None else
-                          evaluate_logged(trainer, calls, masked_dataset(tokenizer, EVAL_EXAMPLES, EVAL_MASKED),
-                                          getattr(loss_fn, "__name__", "?"), COUNT))
+        crashed, evaluation = train_recorded(trainer, steps, calls, tokenizer,
+                                             (getattr(loss_fn, "__name__", "?"), COUNT) if evaluate else None)
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    run = {
-        "name": spec.name,
-        "trainer": choice.name,
-        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
-        "batch_sampler": getattr(sampler, "__name__", None),
-        "model_accepts_loss_kwargs": getattr(trainer, "model_accepts_loss_kwargs", None),
-        "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0],
-        "steps": steps,
-    }
+    run = run_record(spec.name, steps, trainer=choice.name,
+                     gradient_accumulation_steps=spec.gradient_accumulation_steps,
+                     batch_sampler=getattr(sampler, "__name__", None),
+                     model_accepts_loss_kwargs=getattr(trainer, "model_accepts_loss_kwargs", None))
     run.update(run_outcome(steps, COUNT) if crashed is None else crash_record(crashed, steps))
     if evaluation is not None:
         run["evaluation"] = evaluation
@@ -267,59 +176,35 @@ def _no_fast_language_model(device: str) -> str:
     return f"{why}; the probe's model calls zoo's public entry itself"
 
 
-def run(device: str, torch_compile: bool) -> dict[str, Any]:
-    """Train the tiny model through each of ``RUNS``; JSON-serialisable, NaN as strings."""
-    import torch
-
+def _runs(result: dict[str, Any], device: str, torch_compile: bool) -> list[dict[str, Any]]:
+    """Each of ``RUNS`` through the first trainer that calls the model's loss; the first evaluated too."""
     from . import kernel
 
-    start = time.perf_counter()
-    result: dict[str, Any] = {"ok": True, "route": ROUTE, "device": device, "torch_compile": torch_compile,
-                              "versions": {n: version(n) for n in ("unsloth", "unsloth_zoo", "torch",
-                                                                     "transformers", "trl")}}
     result["fast_language_model"] = {"route": "n/a", "reason": _no_fast_language_model(device)}
-    # One thread: the tensors are tiny, and on a loaded host OpenMP's spinning
-    # threads make each op ~20x slower (measured on 2 shared cores).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        try:
-            # By value, after ``import unsloth``: the way unsloth's generated forwards bind it.
-            from unsloth_zoo.loss_utils import unsloth_fused_ce_loss
-        except ImportError as exc:
-            raise NotApplicable(f"zoo has no unsloth_zoo.loss_utils.unsloth_fused_ce_loss ({exc})") from exc
-        choices, notes = trainer_choices()
-        result["trainer"] = choices[0].name
-        result["trainer_patch"] = _patch_trainer_like_unsloth()
-        # CPU needs target_gb (zoo otherwise asks CUDA for free memory); on a
-        # GPU the generated forwards pass None, and so does the probe.
-        target_gb = kernel.TARGET_GB if device == "cpu" else None
-        result["target_gb"] = target_gb
-        runs = []
-        for i, spec in enumerate(RUNS):
-            record, choices, dropped = train_once(spec, device, torch_compile, unsloth_fused_ce_loss, target_gb,
-                                                  choices, evaluate=i == 0)
-            notes += dropped
-            runs.append(record)
-        result["trainer"] = choices[0].name
-        result["trainer_notes"] = notes
-    except NotApplicable as exc:
-        result.update(outcome="n/a", reason=f"n/a: {exc}", **summary([]), **EMPTY)
-    except Exception as exc:  # the probe itself broke before or around training: not a finding
-        result.update(ok=False, outcome="error", reason=f"training probe failed: {type(exc).__name__}: {exc}",
-                      error=traceback.format_exc(limit=40), **summary([]), **EMPTY)
-    else:
-        worst = max(runs, key=lambda r: SEVERITY[r["outcome"]])
-        result["evaluation"] = runs[0].pop("evaluation", None)
-        result.update(
-            outcome=worst["outcome"],
-            first_nan_step=worst["first_nan_step"],
-            nan_until_end=worst["nan_until_end"],
-            reason="; ".join(f"{r['name']}: {r['symptom']}" for r in runs),
-            runs=runs,
-            **summary(runs),
-        )
-    finally:
-        torch.set_num_threads(threads)
-    result["seconds"] = round(time.perf_counter() - start, 3)
-    return result
+        # By value, after ``import unsloth``: the way unsloth's generated forwards bind it.
+        from unsloth_zoo.loss_utils import unsloth_fused_ce_loss
+    except ImportError as exc:
+        raise NotApplicable(f"zoo has no unsloth_zoo.loss_utils.unsloth_fused_ce_loss ({exc})") from exc
+    choices, notes = trainer_choices()
+    result["trainer"] = choices[0].name
+    result["trainer_patch"] = _patch_trainer_like_unsloth()
+    # CPU needs target_gb (zoo otherwise asks CUDA for free memory); on a
+    # GPU the generated forwards pass None, and so does the probe.
+    target_gb = kernel.TARGET_GB if device == "cpu" else None
+    result["target_gb"] = target_gb
+    runs = []
+    for i, spec in enumerate(RUNS):
+        record, choices, dropped = train_once(spec, device, torch_compile, unsloth_fused_ce_loss, target_gb,
+                                              choices, evaluate=i == 0)
+        notes += dropped
+        runs.append(record)
+    result["trainer"] = choices[0].name
+    result["trainer_notes"] = notes
+    return runs
+
+
+def run(device: str, torch_compile: bool) -> dict[str, Any]:
+    """Train the tiny model through each of ``RUNS`` (``probes.training_run.probe_run``)."""
+    return probe_run(ROUTE, device, torch_compile, ("unsloth", "unsloth_zoo", "torch", "transformers", "trl"),
+                     lambda result: _runs(result, device, torch_compile))

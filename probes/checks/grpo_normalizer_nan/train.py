@@ -24,26 +24,17 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
-import time
-import traceback
 from typing import Any
 
-from probes.training import (
-    NotApplicable,
-    count_repr,
-    crash_record,
-    json_number,
-    nonfinite_params,
-    run_outcome,
-    train_logged,
-    version,
-)
+from probes.training import NotApplicable, count_repr, crash_record, json_number, run_outcome
+from probes.training_run import base_args, probe_run, quiet, run_record, step_recorder, train_recorded, trainer_args
 
 from .train_model import COMPLETION, PROMPTS, make_model
 
 ROUTE = ("TRL GRPOTrainer (dapo, mask_truncated_completions, every completion truncated) -> "
          "unsloth_zoo.rl_replacements.grpo_compute_loss as the loss")
 STEPS = 3
+COUNT = "num_items_in_batch"  # what GRPO's trainer hands the loss, as the records name it
 
 
 class RouteUnavailable(NotApplicable):
@@ -63,13 +54,19 @@ def _config(config_cls: type, output_dir: str, eos: int, pad: int) -> Any:
             raise RouteUnavailable(f"{config_cls.__name__} has no {need} (TRL too old for the dapo route)")
     wanted: dict[str, Any] = dict(
         output_dir=output_dir, per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=1,
-        max_steps=STEPS, learning_rate=1e-3, logging_steps=1, logging_nan_inf_filter=False, report_to=[],
-        save_strategy="no", seed=0, data_seed=0, dataloader_num_workers=0, disable_tqdm=True, use_cpu=True,
-        max_completion_length=COMPLETION, max_prompt_length=16, mask_truncated_completions=True, loss_type="dapo",
-        beta=0.0, temperature=1.0, generation_kwargs={"suppress_tokens": [eos, pad]}, bf16=False, fp16=False,
-        log_completions=False,
+        max_steps=STEPS, **base_args(), use_cpu=True, max_completion_length=COMPLETION, max_prompt_length=16,
+        mask_truncated_completions=True, loss_type="dapo", beta=0.0, temperature=1.0,
+        generation_kwargs={"suppress_tokens": [eos, pad]}, bf16=False, fp16=False, log_completions=False,
     )
-    return config_cls(**{k: v for k, v in wanted.items() if k in fields})
+    return trainer_args(config_cls, wanted, required=())
+
+
+def grpo_trainer(cls: type, config: Any, model: Any, tokenizer: Any, callback: Any) -> Any:
+    """A quiet GRPO trainer of class ``cls``: our reward, ``STEPS`` batches of ``PROMPTS``."""
+    from datasets import Dataset
+
+    return quiet(cls(model=model, reward_funcs=_reward, args=config, processing_class=tokenizer,
+                     train_dataset=Dataset.from_dict({"prompt": list(PROMPTS) * STEPS}), callbacks=[callback]))
 
 
 def _logps(trainer: Any, model: Any, inputs: dict[str, Any]) -> Any:
@@ -85,8 +82,6 @@ def _logps(trainer: Any, model: Any, inputs: dict[str, Any]) -> Any:
 
 
 def train_once(zoo_loss: Any) -> dict[str, Any]:
-    from datasets import Dataset
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     calls: list[dict[str, Any]] = []
@@ -110,90 +105,54 @@ def train_once(zoo_loss: Any) -> dict[str, Any]:
                           "raw_loss": json_number(out[0])})
             return out[0]
 
-    class StepRecorder(TrainerCallback):  # type: ignore[misc]
-        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-            mine = list(calls)
-            calls.clear()
-            ns = [c["n_items"] for c in mine]
-            steps.append({"step": int(state.global_step), "labels_left": sum(c["labels_left"] for c in mine),
-                          "num_items_in_batch": None if not ns else ns[0] if len(set(ns)) == 1 else ns,
-                          "micro_batches": [{"labels_left": c["labels_left"], "n_items": c["n_items"]} for c in mine],
-                          "raw_loss": [c["raw_loss"] for c in mine],
-                          "nonfinite_params": nonfinite_params(model) if model is not None else None})
-
     model, tokenizer = make_model()
     output_dir = tempfile.mkdtemp(prefix="skewmatrix-grpo-train-")
     try:
         config = _config(GRPOConfig, output_dir, tokenizer.eos_token_id, tokenizer.pad_token_id)
-        trainer = ZooLoss(model=model, reward_funcs=_reward, args=config, processing_class=tokenizer,
-                          train_dataset=Dataset.from_dict({"prompt": list(PROMPTS) * STEPS}),
-                          callbacks=[StepRecorder()])
-        for quiet in (PrinterCallback, ProgressCallback):
-            trainer.remove_callback(quiet)
-        crashed = train_logged(trainer, steps)
+        trainer = grpo_trainer(ZooLoss, config, model, tokenizer, step_recorder(calls, steps, COUNT, kernels=False))
+        crashed = train_recorded(trainer, steps, calls)[0]
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    run = {"name": "dapo-all-truncated", "trainer": "trl.GRPOTrainer (zoo's grpo_compute_loss as _compute_loss)",
-           "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0], "steps": steps}
-    run.update(run_outcome(steps, "num_items_in_batch", "zoo's loss") if crashed is None
+    run = run_record("dapo-all-truncated", steps, trainer="trl.GRPOTrainer (zoo's grpo_compute_loss as _compute_loss)")
+    run.update(run_outcome(steps, COUNT, "zoo's loss") if crashed is None
                else crash_record(crashed, steps))
     return run
 
 
-def run(device: str, torch_compile: bool) -> dict[str, Any]:
-    """One GRPO run; JSON-serialisable, NaN as strings."""
-    import torch
+def _runs(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The one GRPO run, where this stack has the route."""
+    from . import kernel
 
-    start = time.perf_counter()
-    result: dict[str, Any] = {"ok": True, "route": ROUTE, "device": device, "torch_compile": torch_compile,
-                              "versions": {n: version(n) for n in ("unsloth_zoo", "torch", "transformers", "trl")}}
-    empty = {"first_nan_step": None, "nan_until_end": False, "runs": [], "n_items_seen": [], "kernel_calls": 0,
-             "masked_inputs": []}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        from . import kernel
-
-        try:
-            zoo_loss = kernel.function()
-        except (ModuleNotFoundError, AttributeError) as exc:
-            raise NotApplicable(f"no {kernel.MODULE}.{kernel.FUNCTION} ({exc})") from exc
-        try:
-            import trl  # noqa: F401
-        except Exception as exc:
-            raise NotApplicable(f"trl not usable ({type(exc).__name__}: {exc})") from exc
-        # TRL 0.24 under transformers >= 5 takes mergekit for installed (transformers' package check answers a
-        # truthy tuple there) and imports it with its GRPOTrainer. unsloth's import fixes patch that check; this
-        # route runs zoo's loss without unsloth, so on such a stack it has no GRPO run.
-        try:
-            from trl import GRPOTrainer  # noqa: F401
-        except Exception as exc:
-            cause = exc
-            while cause.__cause__ is not None:
-                cause = cause.__cause__
-            raise RouteUnavailable(f"this stack cannot import TRL's GRPOTrainer without unsloth "
-                                   f"({type(cause).__name__}: {str(cause)[:200]})") from exc
-        r = train_once(zoo_loss)
-        if r["outcome"] == "crash" and not r["steps"]:
-            # Our GRPO route never completed a step on this stack (seen: TRL 0.18 hands the loss no count; TRL
-            # 0.24 with transformers 4.57 refuses the tiny model's token_type_ids in generate): the run gives no
-            # evidence of the 0 / 0, so the route does not exist here rather than a symptom of the hazard.
-            raise RouteUnavailable(f"the check's GRPO run crashed before its first step on this stack "
-                                   f"({r['symptom']})")
-    except NotApplicable as exc:
-        if isinstance(exc, RouteUnavailable):
-            result["unavailable"] = str(exc)
-        result.update(outcome="n/a", reason=f"n/a: {exc}", **empty)
+        zoo_loss = kernel.function()
+    except (ModuleNotFoundError, AttributeError) as exc:
+        raise NotApplicable(f"no {kernel.MODULE}.{kernel.FUNCTION} ({exc})") from exc
+    try:
+        import trl  # noqa: F401
     except Exception as exc:
-        result.update(ok=False, outcome="error", reason=f"training probe failed: {type(exc).__name__}: {exc}",
-                      error=traceback.format_exc(limit=40), **empty)
-    else:
-        micro = [m for s in r["steps"] for m in s["micro_batches"]]
-        result.update(outcome=r["outcome"], first_nan_step=r["first_nan_step"], nan_until_end=r["nan_until_end"],
-                      runs=[r], reason=f"{r['name']}: {r['symptom']}",
-                      n_items_seen=sorted({m["n_items"] for m in micro}), kernel_calls=len(micro),
-                      masked_inputs=sorted({m["n_items"] for m in micro if m["labels_left"] == 0}))
-    finally:
-        torch.set_num_threads(threads)
-    result["seconds"] = round(time.perf_counter() - start, 3)
-    return result
+        raise NotApplicable(f"trl not usable ({type(exc).__name__}: {exc})") from exc
+    # TRL 0.24 under transformers >= 5 takes mergekit for installed (transformers' package check answers a
+    # truthy tuple there) and imports it with its GRPOTrainer. unsloth's import fixes patch that check; this
+    # route runs zoo's loss without unsloth, so on such a stack it has no GRPO run.
+    try:
+        from trl import GRPOTrainer  # noqa: F401
+    except Exception as exc:
+        cause = exc
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        raise RouteUnavailable(f"this stack cannot import TRL's GRPOTrainer without unsloth "
+                               f"({type(cause).__name__}: {str(cause)[:200]})") from exc
+    r = train_once(zoo_loss)
+    if r["outcome"] == "crash" and not r["steps"]:
+        # Our GRPO route never completed a step on this stack (seen: TRL 0.18 hands the loss no count; TRL
+        # 0.24 with transformers 4.57 refuses the tiny model's token_type_ids in generate): the run gives no
+        # evidence of the 0 / 0, so the route does not exist here rather than a symptom of the hazard.
+        raise RouteUnavailable(f"the check's GRPO run crashed before its first step on this stack "
+                               f"({r['symptom']})")
+    return [r]
+
+
+def run(device: str, torch_compile: bool) -> dict[str, Any]:
+    """One GRPO run (``probes.training_run.probe_run``)."""
+    return probe_run(ROUTE, device, torch_compile, ("unsloth_zoo", "torch", "transformers", "trl"), _runs,
+                     unavailable=RouteUnavailable)

@@ -39,15 +39,8 @@ import traceback
 from typing import Any
 
 from probes.common import in_fork
-from probes.training import (
-    count_repr,
-    crash_record,
-    json_number,
-    nonfinite_params,
-    run_outcome,
-    train_logged,
-    version,
-)
+from probes.training import count_repr, crash_record, json_number, run_outcome, summary, version
+from probes.training_run import run_record, step_recorder, train_recorded
 
 ROUTE = ("unsloth's generated UnslothGRPOTrainer (dapo, mask_truncated_completions, every completion truncated) -> "
          "the loss its own compute_loss calls")
@@ -99,13 +92,11 @@ def _observe(module: Any, calls: list[dict[str, Any]]) -> list[str]:
 
 
 def _train(cls: Any) -> dict[str, Any]:
-    from datasets import Dataset
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
     from trl import GRPOConfig
 
     from . import trainer as route
-    from .train import STEPS, _config, _reward
-    from .train_model import PROMPTS, make_model
+    from .train import COUNT, _config, grpo_trainer
+    from .train_model import make_model
 
     module = sys.modules[cls.__module__]
     sent: list[dict[str, Any]] = []
@@ -120,18 +111,11 @@ def _train(cls: Any) -> dict[str, Any]:
                          "n_items": count_repr(inputs.get("num_items_in_batch"))})
             return super().compute_loss(model, inputs, *args, **kwargs)
 
-    class StepRecorder(TrainerCallback):  # type: ignore[misc]
-        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-            mine, got = list(sent), list(handed)
-            sent.clear()
-            handed.clear()
-            ns = [c["n_items"] for c in mine]
-            steps.append({"step": int(state.global_step),
-                          "labels_left": sum(c["labels_left"] or 0 for c in mine),
-                          "num_items_in_batch": None if not ns else ns[0] if len(set(ns)) == 1 else ns,
-                          "micro_batches": [{"labels_left": c["labels_left"], "n_items": c["n_items"]} for c in mine],
-                          "loss_calls": got, "raw_loss": [c["loss"] for c in got],
-                          "nonfinite_params": nonfinite_params(model) if model is not None else None})
+    def loss_calls() -> dict[str, Any]:
+        """What the step's loss functions got, in place of the sent counts' (absent) losses."""
+        got = list(handed)
+        handed.clear()
+        return {"loss_calls": got, "raw_loss": [c["loss"] for c in got]}
 
     model, tokenizer = make_model()
     _bind_unsloth_model_methods(model)
@@ -139,19 +123,15 @@ def _train(cls: Any) -> dict[str, Any]:
     try:
         config_cls = getattr(module, "UnslothGRPOConfig", None) or GRPOConfig
         config = _config(config_cls, output_dir, tokenizer.eos_token_id, tokenizer.pad_token_id)
-        trainer = Recorded(model=model, reward_funcs=_reward, args=config, processing_class=tokenizer,
-                           train_dataset=Dataset.from_dict({"prompt": list(PROMPTS) * STEPS}),
-                           callbacks=[StepRecorder()])
-        for quiet in (PrinterCallback, ProgressCallback):
-            trainer.remove_callback(quiet)
+        trainer = grpo_trainer(Recorded, config, model, tokenizer,
+                               step_recorder(sent, steps, COUNT, kernels=False, extra=loss_calls))
         with route._eager():
-            crashed = train_logged(trainer, steps)
+            crashed = train_recorded(trainer, steps, sent)[0]
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    run = {"name": "dapo-all-truncated-unsloth", "trainer": f"{cls.__module__}.{cls.__name__}",
-           "loss_functions_observed": wrapped, "masked_steps": [s["step"] for s in steps if s["labels_left"] == 0],
-           "steps": steps}
-    outcome = run_outcome(steps, "num_items_in_batch", f"{cls.__name__}.compute_loss")
+    run = run_record("dapo-all-truncated-unsloth", steps, trainer=f"{cls.__module__}.{cls.__name__}",
+                     loss_functions_observed=wrapped)
+    outcome = run_outcome(steps, COUNT, f"{cls.__name__}.compute_loss")
     if crashed is not None:
         crash = crash_record(crashed, steps)
         if outcome["outcome"] == "clean":
@@ -177,11 +157,8 @@ def _in_child() -> dict[str, Any]:
         return {"outcome": "n/a", "reason": f"n/a: {cls.__name__} crashed before its first step on CPU "
                 f"({r['symptom']})", "runs": [r]}
     calls = [c for s in r["steps"] for c in s["loss_calls"]]
-    micro = [m for s in r["steps"] for m in s["micro_batches"]]
     return {"outcome": r["outcome"], "first_nan_step": r["first_nan_step"], "nan_until_end": r["nan_until_end"],
-            "reason": f"{r['name']}: {r['symptom']}", "runs": [r], "kernel_calls": len(calls),
-            "n_items_seen": sorted({m["n_items"] for m in micro}),
-            "masked_inputs": sorted({m["n_items"] for m in micro if m["labels_left"] == 0}),
+            "reason": f"{r['name']}: {r['symptom']}", "runs": [r], **summary([r]), "kernel_calls": len(calls),
             "handed_inputs": sorted({c["n_items"] for c in calls})}
 
 
