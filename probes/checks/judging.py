@@ -58,6 +58,18 @@ class Opening:
         return Verdict(self.zoo, self.zoo_reason, self.static, self.runtime, state, reason, self.counts,
                        self.train, symptom, *self.reach_of(state, self.train))
 
+    def settled(self, absent: str, replaced: str) -> Verdict | None:
+        """The verdict due before a check weighs its guard, if one is: the state a failed earlier step
+        decides; ``not-needed`` where the zoo has no kernel (``absent`` says so); ``error`` where the guard
+        probe had no raw fingerprint to tell whether ``replaced`` (what a guard replaces) was replaced."""
+        if self.blocked is not None:
+            return self.out(*self.blocked)
+        if self.zoo is ZooState.ABSENT:
+            return self.out(GuardState.NOT_NEEDED, absent)
+        if self.guard.get("original") is None:
+            return self.out(GuardState.ERROR, f"cannot tell whether {replaced} was replaced (no raw fingerprint)")
+        return None
+
 
 def opening(check: dict[str, Any], reach_of: ReachOf) -> Opening:
     zoo, zoo_reason, static, runtime = zoo_state(check)

@@ -21,12 +21,8 @@ SENT = "num_items_in_batch={}"
 def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     j = opening(check, lambda state, train: reach(state, train, FAULT, SENT))
     zoo, counts, train_text, out, g = j.zoo, j.counts, j.train_text, j.out, j.guard
-    if j.blocked is not None:
-        return out(*j.blocked)
-    if zoo is ZooState.ABSENT:
-        return out(GuardState.NOT_NEEDED, "no CPU-backend kernel in this zoo")
-    if g.get("original") is None:
-        return out(GuardState.ERROR, "cannot tell whether the kernel was replaced (no raw fingerprint)")
+    if (early := j.settled("no CPU-backend kernel in this zoo", "the kernel")) is not None:
+        return early
     replaced = not g["original"]
     route = (g.get("routes") or {}).get("module-attribute") or {}
     finite = bool(route.get("loss_finite")) and bool(route.get("grads_finite"))

@@ -121,12 +121,8 @@ def classify(check: dict[str, Any], cell: dict[str, Any]) -> Verdict:
     # Where the steps through unsloth's trainer ran, they are the user's route: the raw run (zoo's loss under
     # TRL's trainer, no unsloth) never passes a guard in unsloth, so its symptom does not judge one.
     train_text = _unsloth_text(via) if _ran(via) else "; ".join(x for x in (j.train_text, _unsloth_text(via)) if x)
-    if j.blocked is not None:
-        return out(*j.blocked)
-    if zoo is ZooState.ABSENT:
-        return out(GuardState.NOT_NEEDED, "zoo's GRPO loss never divides by the count")
-    if g.get("original") is None:
-        return out(GuardState.ERROR, "cannot tell whether zoo's function was replaced (no raw fingerprint)")
+    if (early := j.settled("zoo's GRPO loss never divides by the count", "zoo's function")) is not None:
+        return early
     h = g.get("handoff") or {}
     replaced = not g["original"]
     changed = bool(h.get("found")) and not h.get("plain")
