@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
+import time
 import traceback
 from collections.abc import Callable
 from importlib import metadata
@@ -36,6 +38,28 @@ def error_text(exc: BaseException, limit: int = 6) -> str:
     tail = "".join(tb[-limit:]).strip()
     return f"{type(exc).__name__}: {exc}\n{tail}"
 
+
+def import_raw_kernel(result: dict[str, Any], module: str, load: Callable[[], Any], function: str) -> Any:
+    """The zoo module a runtime detector calls (``load()``, timed into ``result["import_s"]``), or None with
+    ``result`` saying ``absent`` where this zoo has no ``module`` or no callable ``function`` in it.
+
+    Raises where importing it imported unsloth: the detector would not be raw.
+    """
+    start = time.perf_counter()
+    try:
+        mod = load()
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            result.update(verdict="absent", reason=f"no module {module}")
+            return None
+        raise
+    result["import_s"] = round(time.perf_counter() - start, 3)
+    if not callable(getattr(mod, function, None)):
+        result.update(verdict="absent", reason=f"{module} has no {function}")
+        return None
+    if "unsloth" in sys.modules:
+        raise RuntimeError("importing zoo imported unsloth; the runtime detector would not be raw")
+    return mod
 
 
 def exception_chain(exc: BaseException, limit: int = 8) -> list[dict[str, Any]]:

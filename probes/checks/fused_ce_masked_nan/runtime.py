@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-from probes.common import dist_version, error_text
+from probes.common import dist_version, error_text, import_raw_kernel
 
 # The caller's count on a fully masked micro-batch, as each caller hands it over:
 # (name, factory, the same form with a positive count or None). Factories, so that every call gets its own
@@ -143,20 +142,9 @@ def run(device: str) -> dict[str, Any]:
 
     result: dict[str, Any] = {"zoo_version": dist_version("unsloth_zoo"), "torch_version": torch.__version__,
                               "device": device}
-    start = time.perf_counter()
-    try:
-        module = importlib.import_module(kernel.CE_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name and kernel.CE_MODULE.startswith(exc.name):
-            result.update(verdict="absent", reason=f"no module {kernel.CE_MODULE}")
-            return result
-        raise
-    result["import_s"] = round(time.perf_counter() - start, 3)
-    if not hasattr(module, kernel.FUNCTION_NAME):
-        result.update(verdict="absent", reason=f"{kernel.CE_MODULE} has no {kernel.FUNCTION_NAME}")
+    if import_raw_kernel(result, kernel.CE_MODULE, lambda: importlib.import_module(kernel.CE_MODULE),
+                         kernel.FUNCTION_NAME) is None:
         return result
-    if "unsloth" in sys.modules:
-        raise RuntimeError("importing zoo imported unsloth; the raw-kernel probe would not be raw")
     forms = {name: _run_form(kernel, torch, device, make)
              for name, make in [*((n, m) for n, m, _ in ZERO_FORMS), *CONTROL_FORMS]}
     if all("error" in out for out in forms.values()):

@@ -20,8 +20,9 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from importlib import metadata
 from typing import Any
+
+from probes.common import dist_version, import_raw_kernel
 
 from .judge import judge
 
@@ -62,25 +63,11 @@ def run(device: str = "cpu") -> dict[str, Any]:
 
     from . import kernel
 
-    try:
-        zoo = metadata.version("unsloth_zoo")
-    except metadata.PackageNotFoundError:
-        zoo = None
-    result: dict[str, Any] = {"zoo_version": zoo, "torch_version": torch.__version__, "device": device}
+    result: dict[str, Any] = {"zoo_version": dist_version("unsloth_zoo"), "torch_version": torch.__version__,
+                              "device": device}
     start = time.perf_counter()
-    try:
-        mod = kernel.module()
-    except ModuleNotFoundError as exc:
-        if exc.name and kernel.MODULE.startswith(exc.name):
-            result.update(verdict="absent", reason=f"no module {kernel.MODULE}")
-            return result
-        raise
-    result["import_s"] = round(time.perf_counter() - start, 3)
-    if not callable(getattr(mod, kernel.FUNCTION, None)):
-        result.update(verdict="absent", reason=f"{kernel.MODULE} has no {kernel.FUNCTION}")
+    if import_raw_kernel(result, kernel.MODULE, kernel.module, kernel.FUNCTION) is None:
         return result
-    if "unsloth" in sys.modules:
-        raise RuntimeError("importing zoo imported unsloth; the runtime detector would not be raw")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
