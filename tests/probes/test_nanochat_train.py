@@ -28,7 +28,7 @@ def test_flags_from_help() -> None:
 
 
 def test_arguments_follow_the_help() -> None:
-    args, dropped = train.argv_for(train.Plan("ga4", 4, 3), train.flags(HELP))
+    args, dropped = train.argv_for(train.RunSpec("ga4", 4, 3), train.flags(HELP))
     assert "--total-batch-size=8192" in args and "--num-iterations=13" in args and "--device-batch-size=1" in args
     assert "--chatcore-every" in dropped and "--load-optimizer" in dropped
     assert not any(a.startswith("--chatcore-every") for a in args)
@@ -36,16 +36,16 @@ def test_arguments_follow_the_help() -> None:
 
 def test_an_accumulation_flag_stands_in_for_the_total_batch_size() -> None:
     offered = (train.flags(HELP) - {"--total-batch-size"}) | {"--grad-accum-steps"}
-    args, _ = train.argv_for(train.Plan("ga4", 4, 3), offered)
+    args, _ = train.argv_for(train.RunSpec("ga4", 4, 3), offered)
     assert "--grad-accum-steps=4" in args
 
 
 @pytest.mark.parametrize("missing", ["--device-batch-size", "--num-iterations"])
 def test_a_ref_without_the_needed_flags_is_not_applicable(missing: str) -> None:
     with pytest.raises(train.NotApplicable, match=missing):
-        train.argv_for(train.Plan("ga1", 1, 6), train.flags(HELP) - {missing})
+        train.argv_for(train.RunSpec("ga1", 1, 6), train.flags(HELP) - {missing})
     with pytest.raises(train.NotApplicable):
-        train.argv_for(train.Plan("ga1", 1, 6), train.flags(HELP) - {"--total-batch-size"})
+        train.argv_for(train.RunSpec("ga1", 1, 6), train.flags(HELP) - {"--total-batch-size"})
 
 
 def record(valid: list[int], losses: dict[int, Any], final_bad: int = 0, exc: dict[str, Any] | None = None,

@@ -19,7 +19,6 @@ weights the run saved (``chatsft_checkpoints/``) are loaded and checked.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probes.training import SEVERITY, json_number, nonfinite, run_outcome, version
+from probes.training import SEVERITY, NotApplicable, RunSpec, json_number, nonfinite, run_outcome, version
 
 from . import fixtures, source
 
@@ -40,43 +39,33 @@ GA_RE = re.compile(r"gradient accumulation steps: (\d+)")
 TIMEOUT_S = 600.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    name: str
-    ga: int
-    steps: int
-
-
-RUNS = (Plan("ga1", 1, 6), Plan("ga4", 4, 3))
-
-
-class NotApplicable(Exception):
-    """This ref's chat_sft.py offers no way to run the plan (the message names the missing flag)."""
+# GA 1 and GA 4, as optimizer steps; the fully masked rows are the fixtures' (``fixtures.py``).
+RUNS = (RunSpec("ga1", 1, 6), RunSpec("ga4", 4, 3))
 
 
 def flags(help_text: str) -> set[str]:
     return set(re.findall(r"(?m)^\s+(--[a-z0-9][a-z0-9-]*)", help_text))
 
 
-def argv_for(plan: Plan, offered: set[str]) -> tuple[list[str], list[str]]:
+def argv_for(plan: RunSpec, offered: set[str]) -> tuple[list[str], list[str]]:
     """(arguments, wanted flags this ref does not offer). The script counts --num-iterations in micro-batches
-    pulled from its loader and stops before the last one: steps x GA + 1 gives ``plan.steps`` steps."""
-    seq = fixtures.MAX_SEQ_LEN
+    pulled from its loader and stops before the last one: steps x GA + 1 gives ``plan.max_steps`` steps."""
+    seq, ga = fixtures.MAX_SEQ_LEN, plan.gradient_accumulation_steps
     for need in ("--device-batch-size", "--num-iterations"):
         if need not in offered:
             raise NotApplicable(f"chat_sft.py --help offers no {need}")
     wanted: dict[str, Any] = {
-        "--device-type": "cpu", "--run": "dummy", "--num-iterations": plan.steps * plan.ga + 1,
+        "--device-type": "cpu", "--run": "dummy", "--num-iterations": plan.max_steps * ga + 1,
         "--max-seq-len": seq, "--device-batch-size": 1, "--eval-every": -1, "--eval-tokens": seq,
         "--chatcore-every": -1, "--mmlu-epochs": 1, "--gsm8k-epochs": 1, "--load-optimizer": 0,
     }
     if "--total-batch-size" in offered:
-        wanted["--total-batch-size"] = plan.ga * seq
+        wanted["--total-batch-size"] = ga * seq
     else:
         accum = sorted(f for f in offered if "accum" in f)
         if not accum:
             raise NotApplicable("chat_sft.py --help offers neither --total-batch-size nor a gradient-accumulation flag")
-        wanted[accum[0]] = plan.ga
+        wanted[accum[0]] = ga
     return [f"{k}={v}" for k, v in wanted.items() if k in offered], sorted(k for k in wanted if k not in offered)
 
 
@@ -157,7 +146,8 @@ def judge(run: dict[str, Any], code: int | None, crash: dict[str, Any] | None) -
     return out
 
 
-def run_once(plan: Plan, tree: Path, base: Path, offered: set[str]) -> dict[str, Any]:
+def run_once(plan: RunSpec, tree: Path, base: Path, offered: set[str]) -> dict[str, Any]:
+    ga = plan.gradient_accumulation_steps
     args, dropped = argv_for(plan, offered)
     shutil.rmtree(base / "chatsft_checkpoints", ignore_errors=True)
     record_path = base / f"record-{plan.name}.json"
@@ -174,9 +164,9 @@ def run_once(plan: Plan, tree: Path, base: Path, offered: set[str]) -> dict[str,
     lines = [ln for ln in out.splitlines() if "loss:" in ln]
     logged = {int(m.group(1)): json_number(float(m.group(2))) for ln in lines if (m := STEP_RE.match(ln))}
     ga_seen = GA_RE.search(out)
-    steps = steps_from(record, logged, plan.ga)
+    steps = steps_from(record, logged, ga)
     run: dict[str, Any] = {
-        "name": plan.name, "gradient_accumulation_steps": plan.ga,
+        "name": plan.name, "gradient_accumulation_steps": ga,
         "ga_reported": int(ga_seen.group(1)) if ga_seen else None, "device_batch_size": 1,
         "argv": ["python", *argv[1:2], "-m", "scripts.chat_sft", *args], "dropped_flags": dropped,
         "returncode": code, "seconds": seconds, "loss_lines": lines, "steps": steps,
@@ -188,7 +178,7 @@ def run_once(plan: Plan, tree: Path, base: Path, offered: set[str]) -> dict[str,
     }
     if steps and run["checkpoint"]["nonfinite_params"]:
         steps[-1]["nonfinite_params"] = max(steps[-1]["nonfinite_params"], run["checkpoint"]["nonfinite_params"])
-    crash = crash_from(record, code, len(steps), plan.ga, tree) if code not in (0, None) or record.get(
+    crash = crash_from(record, code, len(steps), ga, tree) if code not in (0, None) or record.get(
         "exception") else None
     if crash is not None:
         run["crash"] = crash
