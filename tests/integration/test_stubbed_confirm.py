@@ -16,7 +16,7 @@ hand from the wheels:
 * transformers is resolved as of 2025-03-13/14 (the later upload of each pair): a 4.x, not the 5.x of today.
 
 One more env (unsloth 2025.3.11 with zoo 2025.3.9, unsloth #2015), read by hand from the wheels: unsloth's
-``models/rl.py`` reads ``RL_REPLACEMENTS["grpo_compute_loss_slow"]`` at import, and zoo 2025.3.9's
+``models/rl_replacements.py`` reads ``RL_REPLACEMENTS["grpo_compute_loss_slow"]`` at import, and zoo 2025.3.9's
 ``rl_replacements.py`` builds ``RL_REPLACEMENTS`` without that key, so the stubbed import raises
 ``KeyError: 'grpo_compute_loss_slow'``. The message names no zoo module; the pair reader's key reads make it the
 skew (before, it was ``environment`` and the pair ``static-only``).
@@ -89,6 +89,6 @@ def test_a_keyerror_on_a_key_unsloth_reads_from_a_zoo_dict_is_the_skew(tmp_path:
     assert (rt["mode"], rt["outcome"], p["confirmed_by"], p["verdict"]) == (
         "stubbed", "skew", "runtime-stubbed", "incompatible")
     assert rt["reason"].startswith("KeyError: 'grpo_compute_loss_slow' (a key unsloth reads from a zoo dict)")
-    assert rt["at"].startswith("unsloth/models/rl.py:")
+    assert rt["at"].startswith("unsloth/models/rl_replacements.py:")
     assert rt["versions"]["unsloth_zoo"] == "2025.3.9"
     assert doc["confirm"]["tally"] == {"confirmed stubbed": 1} and doc["confirm"]["counted"] == 1

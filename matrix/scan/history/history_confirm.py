@@ -2,7 +2,8 @@
 
 Which pairs (:func:`pick`): per unsloth release, both sides of every change of verdict along the zoo axis
 (``boundary``), plus one pair of each equivalence class that no boundary pair already stands for
-(``class``); newest first (unsloth, then zoo), at most ``--confirm-max``. Each is installed into a fresh uv
+(``class``); newest first (unsloth, then zoo), at most ``--confirm-max``; with ``--confirm-spread N`` also N of
+those classes spread evenly over the window (``spread``). Each is installed into a fresh uv
 env (``unsloth==U`` and ``unsloth_zoo==Z``, both forced by an override, so a pair the floor refuses still
 installs), and the pair reader's in-env entry (``<reader>.confirm``, on PYTHONPATH through
 ``matrix.envs.envrun``) runs ``import unsloth`` there the way a cell's unsloth process does on CPU
@@ -15,12 +16,14 @@ pair's date (the later upload of the two wheels, ``--exclude-newer-package``), s
 transformers it was released against, not one years newer; torch, triton, xformers and bitsandbytes stay the
 newest the metadata admits (the ones in the uv cache: an era torch is gigabytes per pair).
 
-Per confirmed pair: ``runtime.outcome`` ``imports`` / ``skew`` (an ImportError or AttributeError naming zoo;
-the innermost message) / ``n/a`` (the environment: an install that fails, an import that fails on something
-else; with the reason), ``runtime.mode`` and ``confirmed_by`` (:func:`merge`). An unsloth that asks the GPU
-inside ``import unsloth`` (``n/a`` for want of an accelerator) is imported again in the same env with the
-accelerator queries stubbed (``<reader>.confirm --stubbed``, the reader's ``stubbed.py``): ``mode``
-``stubbed``, and the real import's reason kept as ``plain_reason``.
+Per confirmed pair: ``runtime.outcome`` ``imports`` / ``skew`` (an ImportError or AttributeError naming zoo,
+the innermost message; or a KeyError on a key unsloth reads from a zoo dict) / ``n/a`` (the environment: an
+install that fails, an import that fails on something else; with the reason and where), ``runtime.mode`` and
+``confirmed_by`` (:func:`merge`). An unsloth that asks the GPU inside ``import unsloth`` (``n/a`` for want of
+an accelerator) is imported again in the same env with the accelerator queries stubbed (``<reader>.confirm
+--stubbed``, the reader's ``stubbed.py``): ``mode`` ``stubbed``, and the real import's reason kept as
+``plain_reason``. The ``confirm`` summary counts the window's equivalence classes by how each was confirmed or
+why it could not be (:func:`tally`).
 """
 
 from __future__ import annotations
