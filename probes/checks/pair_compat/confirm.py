@@ -5,15 +5,15 @@ cell's unsloth process gets in ``allow-cpu`` mode (``UNSLOTH_ALLOW_CPU=1``, no `
 accelerator visible. It imports unsloth once and writes one JSON file: whether the import succeeded, its whole
 exception chain (``probes.common.exception_chain``) classified by the ``runtime`` step's own rule
 (``phases.classify_chain``: ``skew`` or ``environment``; a ``KeyError`` on a key the pair reader says unsloth
-reads from a zoo dict is a ``skew``: unsloth 2025.3.11's ``RL_REPLACEMENTS["grpo_compute_loss_slow"]`` on zoo
-2025.3.9), where a failure was raised (``at``: the unsloth or zoo line that made the call, not torch's) and in
+reads from a zoo dict is a ``skew``: unsloth 2025.3.11's ``RL_REPLACEMENTS`` read on zoo 2025.3.9, unsloth
+#2015), where a failure was raised (``at``: the unsloth or zoo line that made the call, not torch's) and in
 which package (``raised_in``), the installed versions and the import's seconds. A file, not stdout: unsloth
 prints banners of its own.
 
 ``--stubbed``: the same import with the accelerator queries answered first (``stubbed.install``: one Ampere GPU,
 ``os.system`` refused), for an unsloth that asks the GPU inside ``import unsloth``. The result then also says what
-was stubbed and which commands were refused. Only a failure that names zoo (``classify_chain``'s ``skew``) counts;
-any other failure of a stubbed import is ``environment`` (the stubs were not enough), with the innermost frame.
+was stubbed and which commands were refused. Only a ``classify_chain`` ``skew`` counts; any other failure of a
+stubbed import is ``environment`` (the stubs were not enough), with its place.
 """
 
 from __future__ import annotations
