@@ -133,9 +133,11 @@ RANK = ("confirmed real", "confirmed stubbed", "inconsistent")  # a class's best
 
 def why_static(rt: dict[str, Any]) -> str:
     """Why a picked pair's runtime side is ``n/a``, as a category: the stub fell short at an accelerator query
-    (named by the unsloth or zoo line that asked), a package not resolved as of the pair's date raised (torch,
-    xformers, ...: :data:`ERA_CAPPED` are), the pair does not install, or what else the import raised where."""
-    stubbed, reason, at, pkg = rt.get("mode") == "stubbed", rt.get("reason", ""), rt.get("at"), rt.get("raised_in")
+    (named by the unsloth or zoo file that asked; the pair's ``runtime.at`` has the line), a package not resolved
+    as of the pair's date raised (torch, xformers, ...: :data:`ERA_CAPPED` are), the pair does not install, or
+    what else the import raised where."""
+    stubbed, reason, pkg = rt.get("mode") == "stubbed", rt.get("reason", ""), rt.get("raised_in")
+    at = rt["at"].rpartition(":")[0] if rt.get("at") else None
     if reason.startswith("uv ") or ("failed (exit" in reason and at is None):
         return "does not install"
     if stubbed and "no accelerator: " in reason:
