@@ -12,7 +12,7 @@ import pytest
 
 from matrix.scan.history import grid, history_confirm
 from matrix.scan.history.history_confirm import Outcome, boundaries, merge, pick
-from matrix.scan.history.history_page import heatmap, markdown
+from matrix.scan.history.history_page import counted_line, heatmap, markdown
 from probes.checks.pair_compat.pairs import TARGET
 from tests.history_inputs import refs, table
 
@@ -520,3 +520,43 @@ def test_the_pages_carry_the_counted_line(tmp_path: Path) -> None:
     assert line in markdown(doc).split("\n")
     assert f"<p>{line}</p>" in heatmap(doc)
     assert "Counted:" not in markdown(document()) and "Counted:" not in heatmap(document())
+    doc["confirm"]["tally"] = {"confirmed real": 1, "not picked": 5, "static-only: does not install": 2}
+    assert counted_line(doc) == ("Counted: 2 equivalence classes, --confirm-spread 4: 1 confirmed real, 2 static-only "
+                                 "(does not install: 2), 5 not picked.")  # the reasons before what was not picked
+
+
+def test_the_stubs_answer_the_memory_query_spelled_through_torch_cuda_memory(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shaped like zoo's ``temporary_patches/gpt_oss.py`` (2025.12 .. 2026.8): ``torch.cuda.memory.mem_get_info(0)``
+    at import, once ``is_available()`` says yes. torch re-exports the function as ``torch.cuda.mem_get_info``;
+    stubbing only that name left the submodule's asking the driver (10 of the measured window's pairs)."""
+    import json
+    import os
+    import sys
+
+    from probes.checks.pair_compat import confirm as entry
+
+    (tmp_path / "torch" / "cuda").mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text("from torch import cuda, _C\n")
+    (tmp_path / "torch" / "_C.py").write_text("")
+    (tmp_path / "torch" / "cuda" / "memory.py").write_text(
+        "def mem_get_info(device=None):\n    raise RuntimeError('Found no NVIDIA driver on your system.')\n")
+    (tmp_path / "torch" / "cuda" / "__init__.py").write_text(
+        "from . import memory\nfrom .memory import mem_get_info\ndef is_available():\n    return False\n")
+    for d in ("unsloth", "unsloth_zoo"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "unsloth_zoo" / "__init__.py").write_text(
+        "import torch\nif torch.cuda.is_available():\n    free, total = torch.cuda.memory.mem_get_info(0)\n"
+        "    assert total == 80 * 1024**3\n")
+    (tmp_path / "unsloth" / "__init__.py").write_text("import unsloth_zoo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(os, "system", os.system)
+    names = ("unsloth", "unsloth_zoo", "torch", "torch.cuda", "torch.cuda.memory", "torch._C")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert entry.main(["--out", str(tmp_path / "out.json"), "--stubbed"]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert (got["class"], got["reason"]) == ("ok", "import unsloth succeeded")
+    assert "torch.cuda.memory.mem_get_info" in got["stubs"]["patched"]
+    for name in names:
+        sys.modules.pop(name, None)

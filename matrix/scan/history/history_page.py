@@ -135,11 +135,12 @@ def counted_line(doc: dict[str, Any]) -> str:
     c = doc.get("confirm") or {}
     if "tally" not in c:
         return ""
-    parts = [f"{n} {cat}" for cat, n in c["tally"].items() if not cat.startswith("static-only: ")]
     static = {cat.removeprefix("static-only: "): n for cat, n in c["tally"].items() if cat.startswith("static-only: ")}
-    if static:
-        parts.append(f"{sum(static.values())} static-only (" + "; ".join(f"{why}: {n}" for why, n in static.items())
-                     + ")")
+    confirmed = [f"{n} {cat}" for cat, n in c["tally"].items() if cat in ("confirmed real", "confirmed stubbed",
+                                                                          "inconsistent")]
+    parts = [*confirmed, *([f"{sum(static.values())} static-only ("
+                           + "; ".join(f"{why}: {n}" for why, n in static.items()) + ")"] if static else []),
+             *([f"{c['tally']['not picked']} not picked"] if c["tally"].get("not picked") else [])]
     spread = f", --confirm-spread {c['spread']}" if c.get("spread") else ""
     return f"Counted: {c['counted']} equivalence classes{spread}: " + ", ".join(parts) + "."
 
