@@ -93,7 +93,7 @@ def main(argv: list[str], out: Path) -> int:
                              workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
     if args.confirm:
         doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print,
-                                     spread=args.confirm_spread))
+                                   spread=args.confirm_spread))
     doc["stats"]["peak_rss_mib"] = peak_rss_mib()  # before writing; the line below says the whole run's
     for path in write(doc, args.output or out):
         print(f"wrote {path}")
