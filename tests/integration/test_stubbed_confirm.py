@@ -14,6 +14,12 @@ hand from the wheels:
   ``pip install --upgrade unsloth_zoo``: UNSLOTH_DISABLE_AUTO_UPDATES keeps it from trying, and the zoo the
   import ran against is still 2025.3.8.
 * transformers is resolved as of 2025-03-13/14 (the later upload of each pair): a 4.x, not the 5.x of today.
+
+One more env (unsloth 2025.3.11 with zoo 2025.3.9, unsloth #2015), read by hand from the wheels: unsloth's
+``models/rl_replacements.py`` reads ``RL_REPLACEMENTS["grpo_compute_loss_slow"]`` at import, and zoo 2025.3.9's
+``rl_replacements.py`` builds ``RL_REPLACEMENTS`` without that key, so the stubbed import raises
+``KeyError: 'grpo_compute_loss_slow'``. The message names no zoo module; the pair reader's key reads make it the
+skew (before, it was ``environment`` and the pair ``static-only``).
 """
 
 from __future__ import annotations
@@ -30,15 +36,19 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
+def history(cache: Path, folder: Path, *args: str) -> tuple[dict, str]:
+    proc = subprocess.run([sys.executable, "-m", "matrix", "history", *args, "--no-scan", "--confirm", "-o",
+                           str(folder)], cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False,
+                          env={**os.environ, "SKEWMATRIX_CACHE": str(cache)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads((folder / "history.json").read_text()), proc.stdout
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path, Path]:
     cache, folder = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("out")
-    proc = subprocess.run([sys.executable, "-m", "matrix", "history", "--unsloth", "==2025.3.10", "--zoo",
-                           ">=2025.3.8,<=2025.3.9", "--no-scan", "--confirm", "-o", str(folder)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1800, check=False,
-                          env={**os.environ, "SKEWMATRIX_CACHE": str(cache)})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads((folder / "history.json").read_text()), proc.stdout, folder, cache
+    doc, log = history(cache, folder, "--unsloth", "==2025.3.10", "--zoo", ">=2025.3.8,<=2025.3.9")
+    return doc, log, folder, cache
 
 
 def test_a_pair_the_gpu_question_left_static_only_is_confirmed_stubbed(run: tuple) -> None:
@@ -66,3 +76,19 @@ def test_the_pages_show_runtime_stubbed_and_every_env_was_deleted(run: tuple) ->
     assert "| 2025.3.10 | 2025.3.8 | boundary | incompatible | skew | runtime-stubbed | ImportError" in md
     assert "(confirmed_by runtime-stubbed)" in (folder / "history.html").read_text()
     assert not list((cache / "history-confirm" / "envs").iterdir())
+
+
+def test_a_keyerror_on_a_key_unsloth_reads_from_a_zoo_dict_is_the_skew(tmp_path: Path) -> None:
+    doc, log = history(tmp_path / "cache", tmp_path / "out", "--unsloth", "==2025.3.11", "--zoo", "==2025.3.9")
+    assert "unsloth 2025.3.11 x zoo 2025.3.9 (class): static incompatible, runtime skew (stubbed) -> " \
+           "runtime-stubbed" in log
+    (p,) = doc["pairs"]
+    assert p["static_verdict"] == "incompatible"
+    assert "grpo_compute_loss_slow" in json.dumps(p["missing"])  # the reader's key read
+    rt = p["runtime"]
+    assert (rt["mode"], rt["outcome"], p["confirmed_by"], p["verdict"]) == (
+        "stubbed", "skew", "runtime-stubbed", "incompatible")
+    assert rt["reason"].startswith("KeyError: 'grpo_compute_loss_slow' (a key unsloth reads from a zoo dict)")
+    assert rt["at"].startswith("unsloth/models/rl_replacements.py:")
+    assert rt["versions"]["unsloth_zoo"] == "2025.3.9"
+    assert doc["confirm"]["tally"] == {"confirmed stubbed": 1} and doc["confirm"]["counted"] == 1

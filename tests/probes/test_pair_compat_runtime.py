@@ -151,3 +151,32 @@ def test_history_confirmation_agrees_with_a_model_load_break_when_the_import_suc
     assert load["confirmed_by"] == "runtime" and load["verdict"] == "incompatible"
     at_import = merge({"verdict": "incompatible", "breaks_at": "import"}, ok, "boundary")
     assert at_import["confirmed_by"] == "inconsistent"
+
+
+def test_a_keyerror_is_the_skew_only_on_a_key_unsloth_reads_from_a_zoo_dict() -> None:
+    chain = [err("KeyError", "'grpo_compute_loss_slow'")]
+    assert classify_chain(chain)[0] == "environment"  # without the key reads: a KeyError names no module
+    cls, why = classify_chain(chain, frozenset({"grpo_compute_loss_slow", "grpo_trainer"}))
+    assert (cls, why) == ("skew", "KeyError: 'grpo_compute_loss_slow' (a key unsloth reads from a zoo dict)")
+    # a key unsloth does not read from a zoo dict stays the environment's; so does a KeyError on the key's text
+    assert classify_chain([err("KeyError", "'other'")], {"grpo_compute_loss_slow"}) == ("environment",
+                                                                                       "KeyError: 'other'")
+    assert classify_chain([err("KeyError", "grpo_compute_loss_slow")], {"grpo_compute_loss_slow"})[0] == "environment"
+    assert classify_chain([err("ValueError", "'grpo_compute_loss_slow'")], {"grpo_compute_loss_slow"})[0] == \
+        "environment"
+
+
+def test_the_key_reads_are_the_pair_readers_constant_subscripts_of_zoo_dicts() -> None:
+    from probes.checks.pair_compat.phases import zoo_key_reads
+
+    uns = {"unsloth/__init__.py": "from .models import rl\n",
+           "unsloth/models/__init__.py": "",
+           "unsloth/models/rl.py": (
+               "from unsloth_zoo.rl_replacements import RL_REPLACEMENTS\n"
+               "import unsloth_zoo.rl_replacements as R\n"
+               "slow = RL_REPLACEMENTS['grpo_compute_loss_slow']\n"  # a zoo dict, constant key: read
+               "items = R.RL_PRE_ITEMS['grpo_trainer']\n"  # through a module alias
+               "RL_REPLACEMENTS['mine'] = 1\nm = RL_REPLACEMENTS['mine']\n"  # a key unsloth stores: not zoo's to lack
+               "own = {'x': 1}\nlocal = own['local_key']\n"  # unsloth's own dict
+               "def f(k):\n    return RL_REPLACEMENTS[k]\n")}  # a computed key: not a constant read
+    assert zoo_key_reads(uns) == {"grpo_compute_loss_slow", "grpo_trainer"}

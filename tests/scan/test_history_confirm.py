@@ -12,7 +12,7 @@ import pytest
 
 from matrix.scan.history import grid, history_confirm
 from matrix.scan.history.history_confirm import Outcome, boundaries, merge, pick
-from matrix.scan.history.history_page import heatmap, markdown
+from matrix.scan.history.history_page import counted_line, heatmap, markdown
 from probes.checks.pair_compat.pairs import TARGET
 from tests.history_inputs import refs, table
 
@@ -374,14 +374,189 @@ def test_a_stubbed_import_failing_on_something_else_is_stub_insufficient_with_it
         sys.modules.pop(name, None)
 
 
-@pytest.mark.parametrize(("frames", "cls", "place"), [
-    (["/e/site-packages/unsloth/models/_utils.py:406", "/e/site-packages/packaging/version.py:436"], "environment",
-     " (at unsloth/models/_utils.py:406)"),  # the innermost frame in unsloth or zoo, not the library's
-    (["/e/site-packages/transformers/models/x.py:2"], "environment", " (at transformers/models/x.py:2)"),
-    (["/e/site-packages/unsloth/models/_utils.py:102"], "skew", ""),  # a skew names its place in the message
-    ([], "environment", ""),
-])
-def test_the_place_of_a_failure_that_is_not_a_skew(frames: list[str], cls: str, place: str) -> None:
-    from probes.checks.pair_compat.confirm import _where
+def raised(root: Path, files: dict[str, str], call: str) -> BaseException:
+    """The exception ``call`` raises with ``files`` written under ``root`` (``site-packages/...``) importable."""
+    import importlib
+    import sys
 
-    assert _where([{"type": "KeyError", "message": "'x'", "link": "raised", "where": frames}], cls) == place
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    sys.path.insert(0, str(root / "site-packages"))
+    tops = {n.split("/")[1] for n in files}
+    try:
+        module, _, func = call.rpartition(".")
+        getattr(importlib.import_module(module), func)()
+    except Exception as exc:
+        return exc
+    finally:
+        sys.path.remove(str(root / "site-packages"))
+        for name in [m for m in sys.modules if m.split(".")[0] in tops]:
+            del sys.modules[name]
+    raise AssertionError(f"{call} raised nothing")
+
+
+TORCH_CUDA = {"site-packages/torch/__init__.py": "from torch import cuda\n",
+              "site-packages/torch/cuda/__init__.py": (
+                  "def _lazy_init():\n    raise AssertionError('Torch not compiled with CUDA enabled')\n"
+                  "def stream():\n    _lazy_init()\n")}
+
+
+def test_a_failure_is_placed_at_the_unsloth_line_that_asked_torch_not_in_torch(tmp_path: Path) -> None:
+    from probes.checks.pair_compat.confirm import origin
+
+    files = {**TORCH_CUDA, "site-packages/unsloth/__init__.py": "",
+             "site-packages/unsloth/kernels.py": (
+                 "import torch\ndef go():\n    try:\n        torch.cuda.stream()\n"
+                 "    except AssertionError as e:\n        raise RuntimeError('wrapped') from e\n")}
+    # three frames deep in torch: the chain's last three frames hold no unsloth line, the whole traceback does
+    assert origin(raised(tmp_path, files, "unsloth.kernels.go")) == ("unsloth/kernels.py:4", "torch")
+
+
+def test_a_failure_outside_unsloth_and_zoo_is_placed_at_its_own_frame_and_names_its_package(tmp_path: Path) -> None:
+    from probes.checks.pair_compat.confirm import origin
+
+    files = {"site-packages/xformers/__init__.py": "def load():\n    raise ImportError('xformers wants torch 2.4')\n"}
+    assert origin(raised(tmp_path, files, "xformers.load")) == ("xformers/__init__.py:2", "xformers")
+    files = {"site-packages/unsloth_zoo/__init__.py": "", "site-packages/unsloth_zoo/utils.py": (
+        "import xformers\ndef go():\n    xformers.load()\n"),
+        "site-packages/xformers/__init__.py": "def load():\n    raise ImportError('xformers wants torch 2.4')\n"}
+    assert origin(raised(tmp_path, files, "unsloth_zoo.utils.go")) == ("unsloth_zoo/utils.py:3", "xformers")
+
+
+def test_a_keyerror_on_a_zoo_dict_key_is_the_skew_in_the_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shaped like unsloth 2025.3.11 x zoo 2025.3.9: unsloth reads ``RL_REPLACEMENTS["grpo_compute_loss_slow"]``
+    at import and the zoo dict lacks the key."""
+    import json
+    import os
+    import sys
+
+    from probes.checks.pair_compat import confirm as entry
+
+    fake_torch(tmp_path)
+    for d in ("unsloth", "unsloth/models", "unsloth_zoo"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "unsloth_zoo" / "__init__.py").write_text("")
+    (tmp_path / "unsloth_zoo" / "rl_replacements.py").write_text("RL_REPLACEMENTS = {'grpo_compute_loss': 1}\n")
+    (tmp_path / "unsloth" / "__init__.py").write_text(
+        "import torch\ntorch.cuda.get_device_capability()\nfrom .models import rl\n")
+    (tmp_path / "unsloth" / "models" / "__init__.py").write_text("")
+    (tmp_path / "unsloth" / "models" / "rl.py").write_text(
+        "from unsloth_zoo.rl_replacements import RL_REPLACEMENTS\nslow = RL_REPLACEMENTS['grpo_compute_loss_slow']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(os, "system", os.system)
+    names = ("unsloth", "unsloth.models", "unsloth.models.rl", "unsloth_zoo", "unsloth_zoo.rl_replacements", "torch",
+             "torch.cuda", "torch._C")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert entry.main(["--out", str(tmp_path / "out.json"), "--stubbed"]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert (got["class"], got["at"], got["raised_in"]) == ("skew", "unsloth/models/rl.py:2", None)
+    assert got["reason"] == ("KeyError: 'grpo_compute_loss_slow' (a key unsloth reads from a zoo dict) "
+                             "(at unsloth/models/rl.py:2)")
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_spread_picks_classes_evenly_over_the_window_besides_the_boundaries() -> None:
+    from matrix.scan.history.history_confirm import spread_evenly
+
+    items = [(str(u), "1.0") for u in range(10)]
+    assert spread_evenly(items, 2) == [("2", "1.0"), ("7", "1.0")]  # the middle of each half
+    assert spread_evenly(items, 5) == [(str(u), "1.0") for u in (1, 3, 5, 7, 9)]
+    assert spread_evenly(items, 0) == [] and spread_evenly(items, 12) == items
+    pairs = [row("20", "1.0", "incompatible", "A"), row("20", "2.0", "compatible", "B")]  # the one boundary
+    pairs += [row(str(u), "1.0", "compatible", f"K{u}") for u in range(10, 19)]  # nine classes, one release each
+    assert pick(pairs, 3) == [("20", "2.0", "boundary"), ("20", "1.0", "boundary"), ("18", "1.0", "class")]
+    got = pick(pairs, 3, spread=3)  # the newest three as before, and three classes spread over the nine
+    assert got == [("20", "2.0", "boundary"), ("20", "1.0", "boundary"), ("18", "1.0", "class"),
+                   ("17", "1.0", "spread"), ("14", "1.0", "spread"), ("11", "1.0", "spread")]
+    assert pick(pairs, 0, spread=1) == [("14", "1.0", "spread")]
+
+
+def test_the_confirm_block_counts_every_class_once_by_its_best_pair_with_the_reason() -> None:
+    from matrix.scan.history.history_confirm import tally
+
+    def done(u: str, z: str, cls: str, by: str, **rt: str) -> dict:
+        return {**row(u, z, "compatible", cls), "confirmed_by": by,
+                "runtime": {"outcome": "n/a" if by == "static-only" else "imports", "reason": "", **rt}}
+
+    stub_short = {"mode": "stubbed", "reason": "stub insufficient: no accelerator: AssertionError: Torch not compiled "
+                                               "with CUDA enabled (at unsloth/kernels/utils.py:72)",
+                  "at": "unsloth/kernels/utils.py:72", "raised_in": "torch"}
+    pairs = [done("10", "1.0", "A", "runtime"), done("10", "2.0", "A", "static-only", **stub_short),
+             done("9", "1.0", "B", "static-only", **stub_short), done("9", "2.0", "B", "runtime-stubbed"),
+             done("8", "1.0", "C", "static-only", **stub_short),
+             done("8", "2.0", "H", "static-only", **(stub_short | {"at": "unsloth/kernels/utils.py:80"})),
+             done("7", "1.0", "D", "static-only", mode="stubbed", reason="stub insufficient: ImportError: no "
+                  "xformers (at unsloth/models/llama.py:5)", at="unsloth/models/llama.py:5", raised_in="xformers"),
+             done("6", "1.0", "E", "static-only", reason="uv pip install unsloth==6 failed (exit 1): no wheel"),
+             done("5", "1.0", "F", "static-only", reason="ValueError: bad (at unsloth/models/_utils.py:9)",
+                  at="unsloth/models/_utils.py:9", raised_in="transformers"),
+             row("4", "1.0", "compatible", "G"), row("4", "2.0", "compatible", "G"),
+             row("3", "1.0", "unknown", None)]  # not read: no class
+    got = tally(pairs, 7)
+    assert (got["counted"], got["spread"]) == (8, 7)  # one category per file: lines 72 and 80 are one
+    assert got["tally"] == {"confirmed real": 1, "confirmed stubbed": 1,
+                            "static-only: stub insufficient: accelerator query at unsloth/kernels/utils.py": 2,
+                            "static-only: needs a package of its era: xformers": 1,
+                            "static-only: does not install": 1,
+                            "static-only: environment: ValueError at unsloth/models/_utils.py": 1,
+                            "not picked": 1}
+    assert got["examples"]["confirmed real"] == "10 x 1.0"
+
+
+def test_the_pages_carry_the_counted_line(tmp_path: Path) -> None:
+    def runner(u: str, z: str, _work: Path) -> Outcome:
+        if z == "1.0":
+            return Outcome("skew", "ImportError: cannot import name 'b' from 'unsloth_zoo.loss'", 2.0, mode="stubbed")
+        return Outcome("n/a", "stub insufficient: no accelerator: RuntimeError: no driver (at unsloth/k.py:3)", 1.0,
+                       mode="stubbed", at="unsloth/k.py:3", raised_in="torch")
+
+    doc = history_confirm.confirm(document(), max_n=12, cache=tmp_path, log=lambda _m: None, runner=runner, spread=4)
+    assert (doc["confirm"]["counted"], doc["confirm"]["spread"]) == (2, 4)
+    line = ("Counted: 2 equivalence classes, --confirm-spread 4: 1 confirmed stubbed, 1 static-only "
+            "(stub insufficient: accelerator query at unsloth/k.py: 1).")
+    assert line in markdown(doc).split("\n")
+    assert f"<p>{line}</p>" in heatmap(doc)
+    assert "Counted:" not in markdown(document()) and "Counted:" not in heatmap(document())
+    doc["confirm"]["tally"] = {"confirmed real": 1, "not picked": 5, "static-only: does not install": 2}
+    assert counted_line(doc) == ("Counted: 2 equivalence classes, --confirm-spread 4: 1 confirmed real, 2 static-only "
+                                 "(does not install: 2), 5 not picked.")  # the reasons before what was not picked
+
+
+def test_the_stubs_answer_the_memory_query_spelled_through_torch_cuda_memory(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shaped like zoo's ``temporary_patches/gpt_oss.py`` (2025.12 .. 2026.8): ``torch.cuda.memory.mem_get_info(0)``
+    at import, once ``is_available()`` says yes. torch re-exports the function as ``torch.cuda.mem_get_info``;
+    stubbing only that name left the submodule's asking the driver (10 of the measured window's pairs)."""
+    import json
+    import os
+    import sys
+
+    from probes.checks.pair_compat import confirm as entry
+
+    (tmp_path / "torch" / "cuda").mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text("from torch import cuda, _C\n")
+    (tmp_path / "torch" / "_C.py").write_text("")
+    (tmp_path / "torch" / "cuda" / "memory.py").write_text(
+        "def mem_get_info(device=None):\n    raise RuntimeError('Found no NVIDIA driver on your system.')\n")
+    (tmp_path / "torch" / "cuda" / "__init__.py").write_text(
+        "from . import memory\nfrom .memory import mem_get_info\ndef is_available():\n    return False\n")
+    for d in ("unsloth", "unsloth_zoo"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "unsloth_zoo" / "__init__.py").write_text(
+        "import torch\nif torch.cuda.is_available():\n    free, total = torch.cuda.memory.mem_get_info(0)\n"
+        "    assert total == 80 * 1024**3\n")
+    (tmp_path / "unsloth" / "__init__.py").write_text("import unsloth_zoo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(os, "system", os.system)
+    names = ("unsloth", "unsloth_zoo", "torch", "torch.cuda", "torch.cuda.memory", "torch._C")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert entry.main(["--out", str(tmp_path / "out.json"), "--stubbed"]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert (got["class"], got["reason"]) == ("ok", "import unsloth succeeded")
+    assert "torch.cuda.memory.mem_get_info" in got["stubs"]["patched"]
+    for name in names:
+        sys.modules.pop(name, None)

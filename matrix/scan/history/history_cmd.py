@@ -44,6 +44,9 @@ def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
                         "into a throwaway env and imported on CPU (see --confirm-max)")
     p.add_argument("--confirm-max", type=int, default=DEFAULT_MAX, metavar="N",
                    help=f"pairs confirmed at most, newest first (default {DEFAULT_MAX})")
+    p.add_argument("--confirm-spread", type=int, default=0, metavar="N",
+                   help="also confirm N equivalence classes spread evenly over the window (not only the newest); "
+                        "history.json's confirm block counts the classes confirmed and why each other one is not")
     p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default reports/out)")
     return p
 
@@ -89,7 +92,8 @@ def main(argv: list[str], out: Path) -> int:
     doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
                              workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
     if args.confirm:
-        doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
+        doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print,
+                                   spread=args.confirm_spread))
     doc["stats"]["peak_rss_mib"] = peak_rss_mib()  # before writing; the line below says the whole run's
     for path in write(doc, args.output or out):
         print(f"wrote {path}")

@@ -2,7 +2,8 @@
 
 Which pairs (:func:`pick`): per unsloth release, both sides of every change of verdict along the zoo axis
 (``boundary``), plus one pair of each equivalence class that no boundary pair already stands for
-(``class``); newest first (unsloth, then zoo), at most ``--confirm-max``. Each is installed into a fresh uv
+(``class``); newest first (unsloth, then zoo), at most ``--confirm-max``; with ``--confirm-spread N`` also N of
+those classes spread evenly over the window (``spread``). Each is installed into a fresh uv
 env (``unsloth==U`` and ``unsloth_zoo==Z``, both forced by an override, so a pair the floor refuses still
 installs), and the pair reader's in-env entry (``<reader>.confirm``, on PYTHONPATH through
 ``matrix.envs.envrun``) runs ``import unsloth`` there the way a cell's unsloth process does on CPU
@@ -15,12 +16,14 @@ pair's date (the later upload of the two wheels, ``--exclude-newer-package``), s
 transformers it was released against, not one years newer; torch, triton, xformers and bitsandbytes stay the
 newest the metadata admits (the ones in the uv cache: an era torch is gigabytes per pair).
 
-Per confirmed pair: ``runtime.outcome`` ``imports`` / ``skew`` (an ImportError or AttributeError naming zoo;
-the innermost message) / ``n/a`` (the environment: an install that fails, an import that fails on something
-else; with the reason), ``runtime.mode`` and ``confirmed_by`` (:func:`merge`). An unsloth that asks the GPU
-inside ``import unsloth`` (``n/a`` for want of an accelerator) is imported again in the same env with the
-accelerator queries stubbed (``<reader>.confirm --stubbed``, the reader's ``stubbed.py``): ``mode``
-``stubbed``, and the real import's reason kept as ``plain_reason``.
+Per confirmed pair: ``runtime.outcome`` ``imports`` / ``skew`` (an ImportError or AttributeError naming zoo,
+the innermost message; or a KeyError on a key unsloth reads from a zoo dict) / ``n/a`` (the environment: an
+install that fails, an import that fails on something else; with the reason and where), ``runtime.mode`` and
+``confirmed_by`` (:func:`merge`). An unsloth that asks the GPU inside ``import unsloth`` (``n/a`` for want of
+an accelerator) is imported again in the same env with the accelerator queries stubbed (``<reader>.confirm
+--stubbed``, the reader's ``stubbed.py``): ``mode`` ``stubbed``, and the real import's reason kept as
+``plain_reason``. The ``confirm`` summary counts the window's equivalence classes by how each was confirmed or
+why it could not be (:func:`tally`).
 """
 
 from __future__ import annotations
@@ -65,16 +68,19 @@ class Outcome:
     cacheable: bool = True  # a failed install or a timeout is not the pair's answer: tried again next run
     mode: str = "plain"  # plain: the real import; stubbed: with the accelerator queries answered (stubbed.py)
     plain_reason: str | None = None  # stubbed: why the real import was n/a
+    at: str | None = None  # a failed import: the unsloth or zoo line it failed at (the call, not torch's frame)
+    raised_in: str | None = None  # a failed import: the package of the innermost frame (``xformers``)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"outcome": self.outcome, "reason": self.reason, "seconds": round(self.seconds, 1),
                "versions": self.versions, "mode": self.mode}
-        return out | ({"plain_reason": self.plain_reason} if self.plain_reason else {})
+        extra = {"plain_reason": self.plain_reason, "at": self.at, "raised_in": self.raised_in}
+        return out | {k: v for k, v in extra.items() if v}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
         return cls(d["outcome"], d["reason"], d["seconds"], d.get("versions"), mode=d.get("mode", "plain"),
-                   plain_reason=d.get("plain_reason"))
+                   plain_reason=d.get("plain_reason"), at=d.get("at"), raised_in=d.get("raised_in"))
 
 
 def _newest_first(pair: tuple[str, str]) -> tuple[Version, Version]:
@@ -94,9 +100,11 @@ def boundaries(pairs: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return out
 
 
-def pick(pairs: list[dict[str, Any]], max_n: int) -> list[tuple[str, str, str]]:
-    """``(unsloth, zoo, why)`` to confirm, newest first, at most ``max_n``: the boundary pairs, and the newest
-    pair of every equivalence class none of them belongs to."""
+def pick(pairs: list[dict[str, Any]], max_n: int, spread: int = 0) -> list[tuple[str, str, str]]:
+    """``(unsloth, zoo, why)`` to confirm, newest first: the boundary pairs, and the newest pair of every
+    equivalence class none of them belongs to (``class``), at most ``max_n`` of them; with ``spread`` N, also
+    the newest pair of N of those classes spread evenly over the window (``spread``: :func:`spread_evenly` of
+    the classes in the order of their newest pair), so that older releases are confirmed too."""
     edge = boundaries(pairs)
     covered = {p["class"] for p in pairs if (p["unsloth"], p["zoo"]) in edge}
     reps: dict[str, tuple[str, str]] = {}
@@ -106,7 +114,65 @@ def pick(pairs: list[dict[str, Any]], max_n: int) -> list[tuple[str, str, str]]:
             reps[c] = key
     chosen = dict.fromkeys(edge, "boundary") | dict.fromkeys(reps.values(), "class")
     ordered = sorted(chosen, key=_newest_first, reverse=True)[:max(0, max_n)]
-    return [(u, z, chosen[(u, z)]) for u, z in ordered]
+    spread_keys = spread_evenly(sorted(reps.values(), key=_newest_first), spread)
+    why = dict.fromkeys(spread_keys, "spread") | {k: chosen[k] for k in ordered}
+    return [(u, z, why[(u, z)]) for u, z in sorted(why, key=_newest_first, reverse=True)]
+
+
+def spread_evenly(items: list[tuple[str, str]], n: int) -> list[tuple[str, str]]:
+    """``n`` of ``items`` spread evenly (the middle of each of ``n`` equal stretches); all of them when
+    ``n`` is not smaller."""
+    if n >= len(items):
+        return list(items)
+    return [items[int((i + 0.5) * len(items) / n)] for i in range(max(0, n))]
+
+
+CONFIRMED = {"runtime": "confirmed real", "runtime-stubbed": "confirmed stubbed", "inconsistent": "inconsistent"}
+RANK = ("confirmed real", "confirmed stubbed", "inconsistent")  # a class's best answer over its picked pairs
+
+
+def why_static(rt: dict[str, Any]) -> str:
+    """Why a picked pair's runtime side is ``n/a``, as a category: the stub fell short at an accelerator query
+    (named by the unsloth or zoo file that asked; the pair's ``runtime.at`` has the line), a package not resolved
+    as of the pair's date raised (torch, xformers, ...: :data:`ERA_CAPPED` are), the pair does not install, or
+    what else the import raised where."""
+    stubbed, reason, pkg = rt.get("mode") == "stubbed", rt.get("reason", ""), rt.get("raised_in")
+    at = rt["at"].rpartition(":")[0] if rt.get("at") else None
+    if reason.startswith("uv ") or ("failed (exit" in reason and at is None):
+        return "does not install"
+    if stubbed and "no accelerator: " in reason:
+        return f"stub insufficient: accelerator query at {at or '?'}"
+    if pkg and pkg not in ("unsloth", "unsloth_zoo") and pkg.replace("_", "-") not in ERA_CAPPED:
+        return f"needs a package of its era: {pkg}"
+    error = reason.removeprefix("stub insufficient: ").removeprefix(NO_ACCELERATOR).split(":", 1)[0]
+    return f"{'stub insufficient' if stubbed else 'environment'}: {error} at {at or '?'}"
+
+
+def tally(pairs: list[dict[str, Any]], spread: int) -> dict[str, Any]:
+    """The ``confirm`` block's count of the window's equivalence classes: ``counted`` (all of them), ``tally``
+    (classes per category: ``confirmed real``, ``confirmed stubbed``, ``inconsistent``, ``static-only: <why>``
+    (:func:`why_static`), ``not picked``; a class counts once, by its best picked pair), ``examples`` (one
+    pair per category) and ``spread``."""
+    best: dict[str, tuple[int, str, str]] = {}
+    for p in pairs:
+        c = p.get("class")
+        if c is None:
+            continue
+        if "confirmed_by" not in p:
+            cat = "not picked"
+        elif p["confirmed_by"] in CONFIRMED:
+            cat = CONFIRMED[p["confirmed_by"]]
+        else:
+            cat = f"static-only: {why_static(p['runtime'])}"
+        rank = RANK.index(cat) if cat in RANK else (len(RANK) if cat != "not picked" else len(RANK) + 1)
+        if c not in best or rank < best[c][0]:
+            best[c] = (rank, cat, f"{p['unsloth']} x {p['zoo']}")
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for _, cat, pair in sorted(best.values()):
+        counts[cat] = counts.get(cat, 0) + 1
+        examples.setdefault(cat, pair)
+    return {"counted": len(best), "tally": counts, "examples": examples, "spread": spread}
 
 
 def merge(pair: dict[str, Any], rt: Outcome, why: str) -> dict[str, Any]:
@@ -179,7 +245,7 @@ def _import_in(env: envrun.Throwaway, t0: float, entry: str) -> Outcome:
         return plain
     again = _import_once(env, t0, entry, stubbed=True)
     return Outcome(again.outcome, again.reason, time.monotonic() - t0, again.versions or plain.versions,
-                   again.cacheable, mode="stubbed", plain_reason=plain.reason)
+                   again.cacheable, mode="stubbed", plain_reason=plain.reason, at=again.at, raised_in=again.raised_in)
 
 
 def _import_once(env: envrun.Throwaway, t0: float, entry: str, *, stubbed: bool) -> Outcome:
@@ -195,7 +261,8 @@ def _import_once(env: envrun.Throwaway, t0: float, entry: str, *, stubbed: bool)
         return Outcome("n/a", f"the import process died (exit {ran.returncode}): {ran.tail(3)}",
                        time.monotonic() - t0)
     outcome = {"ok": "imports", "skew": "skew"}.get(got.get("class", ""), "n/a")
-    return Outcome(outcome, str(got.get("reason", "")), time.monotonic() - t0, got.get("versions"))
+    return Outcome(outcome, str(got.get("reason", "")), time.monotonic() - t0, got.get("versions"),
+                   at=got.get("at"), raised_in=got.get("raised_in"))
 
 
 Runner = Callable[[str, str, Path], Outcome]
@@ -208,13 +275,14 @@ def _cache_file(folder: Path, u_sha: str | None, z_sha: str | None, key: str) ->
 
 
 def confirm(doc: dict[str, Any], *, max_n: int, cache: Path, log: Callable[[str], None],
-            runner: Runner | None = None) -> dict[str, Any]:
-    """``doc`` (the history document) with the picked pairs confirmed, its lines redone and a ``confirm``
-    summary; ``runner`` is the runtime check (tests may pass theirs)."""
+            runner: Runner | None = None, spread: int = 0) -> dict[str, Any]:
+    """``doc`` (the history document) with the picked pairs confirmed (:func:`pick`), its lines redone and a
+    ``confirm`` summary (what was picked and confirmed how, and :func:`tally`'s count of the classes);
+    ``runner`` is the runtime check (tests may pass theirs)."""
     _, t = readers.pair_target()
     folder = cache / "history-confirm"
     workdir = folder / "envs"
-    picked = pick(doc["pairs"], max_n)
+    picked = pick(doc["pairs"], max_n, spread)
     entry = entry_module(t.reader)
     summary: dict[str, Any] = {"max": max_n, "picked": len(picked), "confirmed_by": {}}
     if entry is None:
@@ -251,5 +319,5 @@ def confirm(doc: dict[str, Any], *, max_n: int, cache: Path, log: Callable[[str]
     runtime = (f"{len(picked)} pair(s) confirmed by `import unsloth` on CPU in a throwaway env (runtime-stubbed: "
                "with the accelerator queries stubbed): "
                + (", ".join(f"{v} {n}" for v, n in sorted(summary["confirmed_by"].items())) or "none"))
-    return {**doc, "pairs": pairs, "lines": lines, "confirm": summary, "runtime": runtime}
+    return {**doc, "pairs": pairs, "lines": lines, "confirm": summary | tally(pairs, spread), "runtime": runtime}
 

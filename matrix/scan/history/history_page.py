@@ -130,12 +130,28 @@ def runtime_text(p: dict[str, Any]) -> str:
     return f"runtime {rt['outcome']}{why} (confirmed_by {p['confirmed_by']})"
 
 
+def counted_line(doc: dict[str, Any]) -> str:
+    """``Counted: N equivalence classes: ...``: the ``confirm`` block's tally in one line (empty without one)."""
+    c = doc.get("confirm") or {}
+    if "tally" not in c:
+        return ""
+    static = {cat.removeprefix("static-only: "): n for cat, n in c["tally"].items() if cat.startswith("static-only: ")}
+    confirmed = [f"{n} {cat}" for cat, n in c["tally"].items() if cat in ("confirmed real", "confirmed stubbed",
+                                                                          "inconsistent")]
+    parts = [*confirmed, *([f"{sum(static.values())} static-only ("
+                           + "; ".join(f"{why}: {n}" for why, n in static.items()) + ")"] if static else []),
+             *([f"{c['tally']['not picked']} not picked"] if c["tally"].get("not picked") else [])]
+    spread = f", --confirm-spread {c['spread']}" if c.get("spread") else ""
+    return f"Counted: {c['counted']} equivalence classes{spread}: " + ", ".join(parts) + "."
+
+
 def confirmed_section(doc: dict[str, Any]) -> list[str]:
     """The "confirmed at runtime" section: one row per confirmed pair, newest first (none without --confirm)."""
     done = [p for p in doc["pairs"] if p.get("runtime")]
     if "confirm" not in doc:
         return []
     out = ["## Confirmed at runtime", "", f"{doc['runtime']} (at most {doc['confirm']['max']}, newest first).", ""]
+    out += [counted_line(doc), ""] if counted_line(doc) else []
     if doc["confirm"].get("na"):
         out += [doc["confirm"]["na"], ""]
     if not done:
@@ -212,7 +228,7 @@ th.newest{{background:#424242;color:#fff}} th.pi{{background:#1565c0;color:#fff}
 td.rt{{outline:2px solid #000;outline-offset:-2px}}
 td[data-hazard]{{background-image:linear-gradient(225deg,#000 0 30%,transparent 30%)}}</style></head><body>
 <h1>unsloth x unsloth_zoo: {len(uns)} x {len(zoo)} releases</h1>
-<p>{esc(headline(doc))}</p>
+<p>{esc(headline(doc))}</p>{f"<p>{esc(counted_line(doc))}</p>" if counted_line(doc) else ""}
 <p>{legend} — faded: a plain install does not admit the pair; {RUNTIME_MARK}; {HAZARD_MARK}. First column:
 {PLAIN} (the zoo release uv resolves, coloured by that pair's verdict). ★ column: the newest zoo release
 ({esc(str(newest))}).</p>

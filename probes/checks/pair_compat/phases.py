@@ -4,7 +4,8 @@
 imports neither) and judges the pair (``judge``). The unsloth step ``runtime`` reads how the cell's own
 ``import unsloth`` went (the generic machinery records the whole exception chain, ``__cause__`` and
 ``__context__``, and runs this step even when the import failed; no second import), classified:
-``skew`` (an ImportError or AttributeError that names zoo), ``environment`` (no accelerator, or anything
+``skew`` (an ImportError or AttributeError that names zoo; in ``history --confirm`` also a KeyError on a key
+unsloth reads from a zoo dict), ``environment`` (no accelerator, or anything
 else), or ``ok``. An unsloth that cannot import on this host for an environment
 reason (2026.5.1 asks torch.cuda for the device capability in ``unsloth/__init__.py``) leaves the runtime side
 ``n/a`` with that reason; the static verdict stands. The unsloth step ``trainers`` then generates the
@@ -14,6 +15,7 @@ trainer classes unsloth builds from TRL's source through zoo (SFT, GRPO; ``train
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +50,28 @@ def static() -> dict[str, Any]:
             "breaks_at": result.get("breaks_at"), "missing": result["missing"][:20], "unknown": result["unknown"][:20]}
 
 
-def classify_chain(chain: list[dict[str, Any]]) -> tuple[str, str]:
+def zoo_key_reads(uns: dict[str, str]) -> frozenset[str]:
+    """The keys unsloth reads by constant subscript from a zoo module-level dict (``RL_REPLACEMENTS["x"]``), as
+    the pair reader finds them (``references.reference_list``'s ``key[...]`` references) in ``uns``
+    (:func:`sources` of unsloth); keys unsloth stores itself are not among them."""
+    return frozenset(r["key"] for r in reference_list(uns)["refs"] if isinstance(r.get("key"), str))
+
+
+def classify_chain(chain: list[dict[str, Any]], key_reads: Collection[str] | None = None) -> tuple[str, str]:
     """``(skew|environment, why)`` of a failed import's chain (first the skew, wherever it sits in it).
 
     The innermost zoo error is the one named: a wrapper ("Please install unsloth_zoo") names zoo too, but
-    the error it was raised from or during says which name is missing.
+    the error it was raised from or during says which name is missing. A ``KeyError`` names no module: it is a
+    skew only when its key is one of ``key_reads`` (:func:`zoo_key_reads`: unsloth reads it from a zoo dict);
+    any other ``KeyError`` is the environment's.
     """
+    zoo_keys = {repr(k) for k in key_reads or ()}
     for e in reversed(chain):
         text = f"{e['message']} {e.get('name') or ''}"
         if e["type"] in ("ImportError", "ModuleNotFoundError", "AttributeError") and "unsloth_zoo" in text:
             return "skew", f"{e['type']}: {e['message'][:300]}"
+        if e["type"] == "KeyError" and e["message"] in zoo_keys:
+            return "skew", f"KeyError: {e['message'][:300]} (a key unsloth reads from a zoo dict)"
     for e in chain:
         if any(w in e["message"].lower() for w in ACCELERATOR_WORDS) or e["type"] == "NotImplementedError":
             return "environment", f"no accelerator: {e['type']}: {e['message'][:300]}"

@@ -4,7 +4,8 @@ Releases of unsloth before mid-2026 ask the GPU inside ``import unsloth`` (2024.
 ``torch.cuda.get_device_capability()`` and ``is_bf16_supported()`` in ``unsloth/__init__.py``, 2025.3 first raises
 when ``torch.cuda.is_available()`` is False; zoo's ``device_type.py`` asks ``is_available`` and the device's
 name and properties; ``unsloth/kernels/utils.py`` and ``models/_utils.py`` ask the capability, the device count and
-free memory), so on a CPU host the runtime side of such a pair is ``n/a``. :func:`install` makes torch answer as
+free memory; zoo's ``temporary_patches/gpt_oss.py`` asks ``torch.cuda.memory.mem_get_info``), so on a CPU host
+the runtime side of such a pair is ``n/a``. :func:`install` makes torch answer as
 one Ampere GPU (:data:`DEVICE`) would: the queries return fixed values, the calls that only manage a device
 (``synchronize``, ``empty_cache``, ``set_device``, the ``torch.cuda.device`` context) do nothing. No kernel can run:
 a tensor moved to ``cuda`` still fails, so whatever needs more than the answers stays a failure, which the caller
@@ -107,9 +108,16 @@ def install(device: Device = DEVICE) -> Stubbed:
     import torch  # the one package imported here: the stubs are torch's
 
     done = Stubbed(device)
+    memory = getattr(torch.cuda, "memory", None)
     for name, stub in answers(device).items():
         setattr(torch.cuda, name, stub)
         done.patched.append(f"torch.cuda.{name}")
+        # torch.cuda re-exports torch.cuda.memory's functions: a caller that spells the submodule
+        # (zoo's temporary_patches/gpt_oss.py: `torch.cuda.memory.mem_get_info(0)`) reaches the original. The same
+        # stub object under both names, as torch has the same function under both.
+        if memory is not None and hasattr(memory, name):
+            setattr(memory, name, stub)
+            done.patched.append(f"torch.cuda.memory.{name}")
     # unsloth/kernels/utils.py (2025.3 ..) keeps each device's current stream, asked of torch's C module directly
     torch._C._cuda_getCurrentRawStream = _returning(0)
     done.patched.append("torch._C._cuda_getCurrentRawStream")
