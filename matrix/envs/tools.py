@@ -21,7 +21,6 @@ from pathlib import Path
 
 from matrix.errors import SkewmatrixError
 
-
 _UV_LOCK = threading.Lock()
 
 

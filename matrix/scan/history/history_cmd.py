@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +21,76 @@ from matrix.scan.history.history_run import HistoryOptions, run
 from matrix.settings import scan_cache_dir
 
 
-def peak_rss_mib() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # ru_maxrss: KiB on Linux
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """``{pid: (parent pid, resident KiB)}`` of every process ``/proc`` shows (empty where there is none)."""
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return out
+    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read().rsplit(b")", 1)[1].split()  # the name may hold spaces and brackets
+            with open(f"/proc/{pid}/statm", "rb") as fh:
+                resident = int(fh.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # it ended between the listing and the read
+        out[pid] = (int(stat[1]), resident * page_kib)
+    return out
+
+
+def tree_rss_kib(root: int | None = None) -> int:
+    """Resident KiB of ``root`` (this process) and every process below it: the analysis workers (children of
+    the forkserver, itself a child) and uv's resolver processes."""
+    table = _proc_table()
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += table.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, []))
+    return total
+
+
+class PeakRss:
+    """The run's peak resident memory, in MiB: this process and every process below it, sampled every
+    ``every`` seconds by a thread while the ``with`` block runs, and never below this process's own high-water
+    mark (``ru_maxrss``, which no sample can miss). The analyses run in worker processes, so this process's
+    own figure alone would leave most of the reading out."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every = every
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.every):
+                return
+
+    def sample(self) -> None:
+        self.peak_kib = max(self.peak_kib, tree_rss_kib())
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> float:
+        self.sample()
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+        return round(max(self.peak_kib, own) / 1024, 1)
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
@@ -86,14 +155,15 @@ def main(argv: list[str], out: Path) -> int:
     args = parse(parser(), argv)
     if isinstance(args, int):  # --help (0) or a usage error (2), with argparse's own message
         return args
-    doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
-                             workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
-    if args.confirm:
-        doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
-    doc["stats"]["peak_rss_mib"] = peak_rss_mib()  # before writing; the line below says the whole run's
-    for path in write(doc, args.output or out):
-        print(f"wrote {path}")
-    print(f"peak RSS {peak_rss_mib()} MiB")
+    with PeakRss() as peak:
+        doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
+                                 workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
+        if args.confirm:
+            doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
+        doc["stats"]["peak_rss_mib"] = peak.mib  # before writing; the line below says the whole run's
+        for path in write(doc, args.output or out):
+            print(f"wrote {path}")
+    print(f"peak RSS {peak.mib} MiB (this process and its workers)")
     print(headline(doc))
     for a in doc["atlas"][-5:]:
         print(a["line"])

@@ -5,15 +5,25 @@ not); their upload times from the same JSON page (PEP 700 ``upload-time``). Each
 core metadata are read by the scan's ``Fetcher`` (whole small files, range reads of large wheels) and turned
 at once into the pair reader's analysis (a reference list or a symbol table): the extract cached per file
 sha256 holds that analysis, not the sources, under a key that changes with the reader's code.
+
+The analyses run in worker processes (:func:`analysis_pool`: one per CPU, started by a forkserver, so no worker
+is forked from a threaded parent): parsing is CPU-bound, and in one process the readers' threads take turns
+under ``AST_LOCK`` (concurrent ``ast.parse`` corrupts CPython 3.11), which left the second core idle while a
+cold ``--all`` run parsed 458 wheels. The fetching threads stay in this process; each hands the sources of one
+release to the pool and waits for its analysis, as JSON. An analyser the pool cannot pickle (a closure) runs
+here, under the lock, as before.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from importlib.util import find_spec
@@ -56,11 +66,52 @@ def reader_key(t: PairTarget) -> str:
     return h.hexdigest()[:12]
 
 
+_POOL: dict[str, ProcessPoolExecutor] = {}  # "pool": the one running, while it runs
+_POOL_LOCK = threading.Lock()
+
+
+def analysis_pool() -> ProcessPoolExecutor:
+    """The worker processes the analyses run in (see the module docstring), started on first use."""
+    with _POOL_LOCK:
+        if "pool" not in _POOL:
+            _POOL["pool"] = ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                mp_context=multiprocessing.get_context("forkserver"))
+        return _POOL["pool"]
+
+
+def close_pool() -> None:
+    """Stop the worker processes (their memory is the run's largest after the reading); the next read starts
+    new ones."""
+    with _POOL_LOCK:
+        pool = _POOL.pop("pool", None)
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
+def worker_pids() -> list[int]:
+    """The live worker processes' ids."""
+    with _POOL_LOCK:
+        procs = getattr(_POOL.get("pool"), "_processes", None) or {}  # ProcessPoolExecutor has no public list
+        return list(procs)
+
+
+def analysis_json(analyze: Callable[[dict[str, str]], dict[str, Any]], sources: dict[str, str]) -> str:
+    """In a worker: the analysis of one release's sources, as JSON (a string crosses back cheaply)."""
+    return json.dumps(analyze(sources))
+
+
+def _poolable(fn: Callable[..., Any]) -> bool:
+    """A module-level function is pickled by name; a closure or a lambda cannot cross to a worker."""
+    return "<" not in getattr(fn, "__qualname__", "<")
+
+
 def want(package: str, analyze: Callable[[dict[str, str]], dict[str, Any]], key: str) -> Want:
     def closure(names: list[str], read: Callable[[str], str]) -> dict[str, str]:
         sources = {n: read(n) for n in names}
+        if _poolable(analyze):
+            return {ANALYSIS: analysis_pool().submit(analysis_json, analyze, sources).result()}
         with AST_LOCK:  # see AST_LOCK: concurrent ast.parse corrupts CPython 3.11
-            return {ANALYSIS: json.dumps(analyze(sources))}
+            return {ANALYSIS: analysis_json(analyze, sources)}
 
     return Want(name=lambda n: n.startswith(package + "/") and n.endswith(".py"), metadata=True,
                 closure=closure, key=f"history-{package}-{key}")
