@@ -93,4 +93,5 @@ def test_the_peak_counts_the_processes_below_the_command() -> None:
         assert child.stdout is not None and child.stdout.readline() == "held\n"
         peak.sample()
     assert peak.peak_kib >= before_kib + 140 * 1024
+    assert max(v for k, v in peak.parts_kib.items() if k != "history") >= 140 * 1024  # the child, by its name
     assert peak.mib >= round(peak.peak_kib / 1024, 1)

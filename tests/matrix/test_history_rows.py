@@ -58,3 +58,9 @@ def test_a_release_is_analysed_in_a_worker_process_and_a_closure_here() -> None:
     assert readers.worker_pids() == []
     here = readers.want("unsloth", lambda s: {"n": len(s)}, "k").closure(list(sources), sources.__getitem__)
     assert json.loads(here[readers.ANALYSIS]) == {"n": 2} and readers.worker_pids() == []
+
+
+def test_an_analysis_read_as_text_is_parsed_later_and_an_error_stays_as_it_was() -> None:
+    got = [{"analysis": json.dumps({"refs": [1]}), "sha256": "a"}, {"error": "x.whl: truncated", "sha256": "b"}]
+    assert readers.parsed(got) == [{"analysis": {"refs": [1]}, "sha256": "a"},
+                                   {"error": "x.whl: truncated", "sha256": "b"}]

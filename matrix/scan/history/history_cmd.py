@@ -21,9 +21,9 @@ from matrix.scan.history.history_run import HistoryOptions, run
 from matrix.settings import scan_cache_dir
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """``{pid: (parent pid, resident KiB)}`` of every process ``/proc`` shows (empty where there is none)."""
-    out: dict[int, tuple[int, int]] = {}
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """``{pid: (parent pid, resident KiB, name)}`` of every process ``/proc`` shows (empty where there is none)."""
+    out: dict[int, tuple[int, int, str]] = {}
     try:
         pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
     except OSError:
@@ -32,29 +32,38 @@ def _proc_table() -> dict[int, tuple[int, int]]:
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as fh:
-                stat = fh.read().rsplit(b")", 1)[1].split()  # the name may hold spaces and brackets
+                head, _, tail = fh.read().rpartition(b")")  # the name may hold spaces and brackets
             with open(f"/proc/{pid}/statm", "rb") as fh:
                 resident = int(fh.read().split()[1])
+            out[pid] = (int(tail.split()[1]), resident * page_kib,
+                        head.partition(b"(")[2].decode(errors="replace"))
         except (OSError, IndexError, ValueError):
             continue  # it ended between the listing and the read
-        out[pid] = (int(stat[1]), resident * page_kib)
     return out
 
 
-def tree_rss_kib(root: int | None = None) -> int:
-    """Resident KiB of ``root`` (this process) and every process below it: the analysis workers (children of
-    the forkserver, itself a child) and uv's resolver processes."""
+def tree_rss(root: int | None = None) -> tuple[int, dict[str, int]]:
+    """Resident KiB of ``root`` (this process) and every process below it (the analysis workers, children of
+    the forkserver, itself a child; uv's resolver processes), in all and by process kind (``history``:
+    ``root`` itself; ``python``: the workers and their forkserver; ``uv``)."""
     table = _proc_table()
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
+    for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root]
+    parts: dict[str, int] = {}
+    todo = [root]
     while todo:
         pid = todo.pop()
-        total += table.get(pid, (0, 0))[1]
+        _, kib, name = table.get(pid, (0, 0, "?"))
+        kind = "history" if pid == root else name
+        parts[kind] = parts.get(kind, 0) + kib
         todo.extend(children.get(pid, []))
-    return total
+    return sum(parts.values()), parts
+
+
+def tree_rss_kib(root: int | None = None) -> int:
+    return tree_rss(root)[0]
 
 
 class PeakRss:
@@ -66,6 +75,7 @@ class PeakRss:
     def __init__(self, every: float = 0.25) -> None:
         self.every = every
         self.peak_kib = 0
+        self.parts_kib: dict[str, int] = {}  # the peak sample, by process kind (see tree_rss)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
 
@@ -76,7 +86,9 @@ class PeakRss:
                 return
 
     def sample(self) -> None:
-        self.peak_kib = max(self.peak_kib, tree_rss_kib())
+        total, parts = tree_rss()
+        if total > self.peak_kib:
+            self.peak_kib, self.parts_kib = total, parts
 
     def __enter__(self) -> PeakRss:
         self._thread.start()
@@ -85,6 +97,11 @@ class PeakRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+    @property
+    def parts(self) -> str:
+        """``history 400 MiB, python 2 x ...``: what the peak sample held, by process kind, largest first."""
+        return ", ".join(f"{k} {v / 1024:.0f} MiB" for k, v in sorted(self.parts_kib.items(), key=lambda kv: -kv[1]))
 
     @property
     def mib(self) -> float:
@@ -161,9 +178,10 @@ def main(argv: list[str], out: Path) -> int:
         if args.confirm:
             doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print))
         doc["stats"]["peak_rss_mib"] = peak.mib  # before writing; the line below says the whole run's
+        doc["stats"]["peak_rss_parts"] = peak.parts
         for path in write(doc, args.output or out):
             print(f"wrote {path}")
-    print(f"peak RSS {peak.mib} MiB (this process and its workers)")
+    print(f"peak RSS {peak.mib} MiB (this process and every process below it; at the peak: {peak.parts})")
     print(headline(doc))
     for a in doc["atlas"][-5:]:
         print(a["line"])

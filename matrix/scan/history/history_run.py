@@ -165,10 +165,13 @@ def _run(opts: HistoryOptions, cache: Path | None, index: ScanIndex | None, log:
         resolving = background.submit(
             plain_install.resolve_all, [u.version for u in uns], project=t.referrer, state=state, cache=cache,
             resolver=resolver if opts.resolve else None, offline=opts.offline, log=log, now=now)
-        got = readers.read_all([(z, zw) for z in zoo] + [(u, uw) for u in uns], fetcher, opts.workers, log)
+        got = readers.read_all([(z, zw) for z in zoo] + [(u, uw) for u in uns], fetcher, opts.workers, log,
+                               parse=False)
         phase("read")
         answers = resolving.result()
         phase("resolve")
+    readers.close_pool()  # (plain_pairs below starts another for the few releases it reads)
+    got = readers.parsed(got)  # now that uv and the workers are gone (see read_all)
     zrows = [{"version": z.version, "uploaded": z.uploaded, "sha256": g.get("sha256"),
               "table": g.get("analysis"), "error": g.get("error"),
               "caps": metadata_caps.zoo_caps(g.get("metadata"))} for z, g in zip(zoo, got, strict=False)]

@@ -66,6 +66,8 @@ def reader_key(t: PairTarget) -> str:
     return h.hexdigest()[:12]
 
 
+TASKS_PER_WORKER = 12  # a worker is replaced after this many releases: CPython keeps the arenas of the ASTs
+# it parsed, so a worker's memory would otherwise grow to its largest releases' (restarting one costs ~0.3 s)
 _POOL: dict[str, ProcessPoolExecutor] = {}  # "pool": the one running, while it runs
 _POOL_LOCK = threading.Lock()
 
@@ -74,7 +76,7 @@ def analysis_pool() -> ProcessPoolExecutor:
     """The worker processes the analyses run in (see the module docstring), started on first use."""
     with _POOL_LOCK:
         if "pool" not in _POOL:
-            _POOL["pool"] = ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+            _POOL["pool"] = ProcessPoolExecutor(max_workers=os.cpu_count() or 1, max_tasks_per_child=TASKS_PER_WORKER,
                                                 mp_context=multiprocessing.get_context("forkserver"))
         return _POOL["pool"]
 
@@ -157,8 +159,11 @@ def window(rows: list[Listed], spec: str, everything: bool, now: datetime | None
 
 
 def read_all(jobs: list[tuple[Listed, Want]], fetcher: Fetcher, workers: int,
-             log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """``{"analysis", "metadata", "integrity"}`` or ``{"error"}`` per job, in order; one ``[k/N]`` line per read."""
+             log: Callable[[str], None], *, parse: bool = True) -> list[dict[str, Any]]:
+    """``{"analysis", "metadata", "integrity"}`` or ``{"error"}`` per job, in order; one ``[k/N]`` line per read.
+    ``parse=False`` leaves each analysis as its JSON text (:func:`parsed` turns it into objects later): a
+    release's parsed analysis takes several times its text's memory, and the whole window's, parsed while the
+    workers and uv still run, was most of a cold ``--all`` run's peak."""
     done = [0]
     started = time.monotonic()
 
@@ -169,7 +174,8 @@ def read_all(jobs: list[tuple[Listed, Want]], fetcher: Fetcher, workers: int,
         hit = fetcher.cached(f, w) is not None
         try:
             ex = fetcher.get(f, w)
-            out = {"analysis": json.loads(ex.members[ANALYSIS]), "metadata": ex.metadata,
+            text = ex.members[ANALYSIS]
+            out = {"analysis": json.loads(text) if parse else text, "metadata": ex.metadata,
                    "integrity": ex.integrity, "sha256": f.sha256}
         except (FetchError, KeyError, ValueError) as exc:
             out = {"error": f"{f.filename}: {exc}", "sha256": f.sha256}
@@ -181,3 +187,12 @@ def read_all(jobs: list[tuple[Listed, Want]], fetcher: Fetcher, workers: int,
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, jobs))
+
+
+def parsed(got: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``read_all(..., parse=False)``'s answers with each analysis parsed (in place: the text goes as its
+    objects come)."""
+    for g in got:
+        if isinstance(g.get("analysis"), str):
+            g["analysis"] = json.loads(g["analysis"])
+    return got
