@@ -83,7 +83,7 @@ def _protect(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
     from matrix.envs import tools
 
-    tools.uv_bin.cache_clear()
+    tools._uv_bin.cache_clear()
     monkeypatch.setattr(tools, "uv_bin", no_uv)
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
     # The index client speaks httpx: its real transport is off too (httpx.MockTransport stays usable).

@@ -15,14 +15,25 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from matrix.errors import SkewmatrixError
 
+_UV_LOCK = threading.Lock()
+
+
+def uv_bin() -> str:
+    """The ``uv`` binary, looked up once. Locked: the history resolves with uv in a thread while the readers'
+    threads start, and ``find_uv_bin`` reads ``sysconfig``, whose first use is not thread-safe on CPython 3.11
+    (two threads at once got ``None`` for a scheme path and crashed on ``"uv" + None``)."""
+    with _UV_LOCK:
+        return _uv_bin()
+
 
 @functools.cache
-def uv_bin() -> str:
+def _uv_bin() -> str:
     try:
         from uv import find_uv_bin
 

@@ -33,7 +33,8 @@ def test_the_peak_is_the_whole_runs_as_the_command_prints_it_after_writing(
     def timed(argv: list[str], env: dict[str, str], log: Path) -> dict:
         folder = Path(argv[argv.index("-o") + 1])
         (folder / "history.json").write_text(json.dumps({"pairs": [], "stats": {"peak_rss_mib": 600.0}}))
-        log.write_text("wrote history.json\npeak RSS 1100.5 MiB\n")  # the document was measured before writing
+        # the document was measured before writing
+        log.write_text("wrote history.json\npeak RSS 1100.5 MiB (this process and its workers)\n")
         return {"seconds": 10.0, "returncode": 0}
 
     monkeypatch.setattr(history_bench, "timed", timed)
@@ -75,3 +76,22 @@ def test_a_second_pair_reader_is_an_error_not_ignored(monkeypatch: pytest.Monkey
     monkeypatch.setattr(checks, "with_capability", lambda kind: [*one, "another-check"])
     with pytest.raises(SkewmatrixError, match="--check is required"):
         readers.pair_target()
+
+
+def test_the_peak_counts_the_processes_below_the_command() -> None:
+    """A child holding 150 MiB while the run is measured is in the peak (the analyses run in worker processes,
+    so this process's own high-water mark would miss them)."""
+    import subprocess
+    import sys
+
+    from matrix.scan.history.history_cmd import PeakRss, tree_rss_kib
+
+    before_kib = tree_rss_kib()  # what this process holds now (its high-water mark may be far above)
+    hold = "import sys, time; b = b'x' * (150 * 2**20); print('held', flush=True); time.sleep(1.5)"
+    with PeakRss(every=0.05) as peak, subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE,
+                                                       text=True) as child:
+        assert child.stdout is not None and child.stdout.readline() == "held\n"
+        peak.sample()
+    assert peak.peak_kib >= before_kib + 140 * 1024
+    assert max(v for k, v in peak.parts_kib.items() if k != "history") >= 140 * 1024  # the child, by its name
+    assert peak.mib >= round(peak.peak_kib / 1024, 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from matrix.scan.history import grid
+from matrix.scan.history import grid, readers
 from matrix.scan.history.history_cmd import json_chunks, write_json
 from matrix.scan.history.history_run import RowCache
 from probes.checks.pair_compat.pairs import TARGET
@@ -43,3 +43,24 @@ def test_the_document_written_in_pieces_reads_back_whole(tmp_path: Path) -> None
     write_json(tmp_path / "history.json", doc)
     assert json.loads((tmp_path / "history.json").read_text()) == doc
     assert [p.name for p in tmp_path.iterdir()] == ["history.json"]  # no temporary file left
+
+
+def test_a_release_is_analysed_in_a_worker_process_and_a_closure_here() -> None:
+    """The reader's analysis (a module-level function) runs in the pool's worker processes and comes back as
+    the same JSON; an analyser that cannot be pickled runs in this process; closing the pool stops the workers."""
+    sources = {"unsloth/a.py": "import unsloth_zoo\n", "unsloth/b.py": "x = 1\n"}
+    try:
+        pooled = readers.want("unsloth", TARGET.references, "k").closure(list(sources), sources.__getitem__)
+        assert readers.worker_pids(), "the analysis ran without starting a worker"
+        assert json.loads(pooled[readers.ANALYSIS]) == json.loads(json.dumps(TARGET.references(sources)))
+    finally:
+        readers.close_pool()
+    assert readers.worker_pids() == []
+    here = readers.want("unsloth", lambda s: {"n": len(s)}, "k").closure(list(sources), sources.__getitem__)
+    assert json.loads(here[readers.ANALYSIS]) == {"n": 2} and readers.worker_pids() == []
+
+
+def test_an_analysis_read_as_text_is_parsed_later_and_an_error_stays_as_it_was() -> None:
+    got = [{"analysis": json.dumps({"refs": [1]}), "sha256": "a"}, {"error": "x.whl: truncated", "sha256": "b"}]
+    assert readers.parsed(got) == [{"analysis": {"refs": [1]}, "sha256": "a"},
+                                   {"error": "x.whl: truncated", "sha256": "b"}]

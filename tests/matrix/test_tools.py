@@ -1,8 +1,16 @@
-"""Secrets never reach stored tool output."""
+"""Secrets never reach stored tool output; uv is looked up once, under a lock."""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from matrix.envs import tools
 from matrix.envs.tools import redact_text, run_tool
+from matrix.envs.tools import uv_bin as REAL_UV_BIN  # bound at import: the unit tests' guard replaces tools.uv_bin
 from matrix.index import redact
 
 
@@ -21,3 +29,31 @@ def test_run_tool_output_is_redacted() -> None:
 def test_index_url_redaction() -> None:
     assert redact("https://user:tok@host/simple") == "https://***@host/simple"
     assert redact("https://host/simple") == "https://host/simple"
+
+
+def test_uv_bin_is_looked_up_once_under_a_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads asking for uv at once (the history's resolver thread beside its readers) look it up one at a time
+    and once: ``find_uv_bin`` reads ``sysconfig``, whose first use raced on CPython 3.11 (``"uv" + None``)."""
+    import uv
+
+    lock, inside, most, calls = threading.Lock(), [0], [0], [0]
+
+    def slow_find() -> str:
+        with lock:
+            inside[0] += 1
+            calls[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        with lock:
+            inside[0] -= 1
+        return "/opt/uv/bin/uv"
+
+    monkeypatch.setattr(uv, "find_uv_bin", slow_find)
+    tools._uv_bin.cache_clear()
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            got = list(pool.map(lambda _: REAL_UV_BIN(), range(4)))
+    finally:
+        tools._uv_bin.cache_clear()
+    assert got == ["/opt/uv/bin/uv"] * 4
+    assert (most[0], calls[0]) == (1, 1)

@@ -208,3 +208,23 @@ def test_an_old_source_with_an_invalid_escape_is_read_even_when_warnings_are_err
     assert table["modules"]["unsloth_zoo"] == {"names": ["PATTERN", "defined"], "unknown": [], "package": True,
                                                "callables": {"defined": "()"}, "origins": {}, "dicts": {}}
     assert refs["unparsed"] == [] and [r["path"] for r in refs["refs"]] == ["unsloth_zoo.defined"], refs
+
+
+def test_a_resolver_finds_the_nearest_spelling_once_per_name_for_every_release_it_judges(monkeypatch) -> None:
+    """The history judges many unsloth releases against one zoo table: the fuzzy search for where a missing
+    name went runs once per name, and every judged pair still carries its answer."""
+    from probes.checks.pair_compat import judge as judge_mod
+    from tests.history_inputs import refs, table
+
+    calls: list[str] = []
+    real = judge_mod.closest
+
+    def counted(tab: dict, missing: str, is_module: bool = False) -> str:
+        calls.append(missing)
+        return real(tab, missing, is_module)
+
+    monkeypatch.setattr(judge_mod, "closest", counted)
+    res = judge_mod.Resolver(table("fused_loss"))
+    got = [judge(refs("unsloth_zoo.loss.fused_los"), res) for _ in range(3)]
+    assert calls == ["unsloth_zoo.loss.fused_los"]
+    assert [g["missing"][0]["closest"] for g in got] == ["closest in unsloth_zoo.loss: fused_loss"] * 3

@@ -3,7 +3,8 @@
 Cold is ``python -m matrix history`` with a fresh, empty cache directory (``$SKEWMATRIX_CACHE``: index pages,
 wheel extracts, the scan columns' cache); warm is the same command again on that cache. Each runs in a child
 process (through ``matrix.envs.envrun``), the command a user runs, so its seconds are its own; its peak RSS is
-the one the history records of its own process (``stats.peak_rss_mib``). Targets (issue #32, for ``--all``):
+the one the history records of its own process tree (``stats.peak_rss_mib``: the command and its analysis
+workers, sampled; ``history_cmd.PeakRss``). Targets (issue #32, for ``--all``):
 cold under 600 s on 2 cores, warm under 60 s, peak RSS under 1 GiB each. The machine's load average before and
 after each run is recorded beside it (a shared host's figures mean little without it). Written to
 ``bench-history.json``.
@@ -71,7 +72,7 @@ def bench_history(argv: list[str], out: Path) -> int:
                         Path(tmp) / f"{label}.log")
             doc_file = folder / "history.json"
             doc = json.loads(doc_file.read_text()) if doc_file.is_file() else {}
-            said = re.findall(r"^peak RSS ([\d.]+) MiB$", log_file.read_text(errors="replace"), re.M) \
+            said = re.findall(r"^peak RSS ([\d.]+) MiB\b", log_file.read_text(errors="replace"), re.M) \
                 if log_file.is_file() else []
             # the whole run's peak (writing included) as the command prints it last, else the document's own
             got["peak_rss_mib"] = rss = float(said[-1]) if said else doc.get("stats", {}).get("peak_rss_mib")
@@ -83,6 +84,10 @@ def bench_history(argv: list[str], out: Path) -> int:
             print(f"bench history: {verdict(label, got['seconds'], got['returncode'], rss)}, "
                   f"{figures[label]['pairs']} pair(s), load average {load_before[0]} -> "
                   f"{got['load_avg']['after'][0]} on {os.cpu_count()} CPU(s)", flush=True)
+            ends = doc.get("stats", {}).get("phases_s") or {}
+            if ends:  # where the time went: each phase's end, from the run's start
+                print(f"  {label} phases (ended at, s): " + ", ".join(f"{k} {v}" for k, v in ends.items()),
+                      flush=True)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "bench-history.json", json.dumps(figures, indent=1) + "\n")
     print(f"wrote {out / 'bench-history.json'}")

@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +21,93 @@ from matrix.scan.history.history_run import HistoryOptions, run
 from matrix.settings import scan_cache_dir
 
 
-def peak_rss_mib() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # ru_maxrss: KiB on Linux
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """``{pid: (parent pid, resident KiB, name)}`` of every process ``/proc`` shows (empty where there is none)."""
+    out: dict[int, tuple[int, int, str]] = {}
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return out
+    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                head, _, tail = fh.read().rpartition(b")")  # the name may hold spaces and brackets
+            with open(f"/proc/{pid}/statm", "rb") as fh:
+                resident = int(fh.read().split()[1])
+            out[pid] = (int(tail.split()[1]), resident * page_kib,
+                        head.partition(b"(")[2].decode(errors="replace"))
+        except (OSError, IndexError, ValueError):
+            continue  # it ended between the listing and the read
+    return out
+
+
+def tree_rss(root: int | None = None) -> tuple[int, dict[str, int]]:
+    """Resident KiB of ``root`` (this process) and every process below it (the analysis workers, children of
+    the forkserver, itself a child; uv's resolver processes), in all and by process kind (``history``:
+    ``root`` itself; ``python``: the workers and their forkserver; ``uv``)."""
+    table = _proc_table()
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    parts: dict[str, int] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        _, kib, name = table.get(pid, (0, 0, "?"))
+        kind = "history" if pid == root else name
+        parts[kind] = parts.get(kind, 0) + kib
+        todo.extend(children.get(pid, []))
+    return sum(parts.values()), parts
+
+
+def tree_rss_kib(root: int | None = None) -> int:
+    return tree_rss(root)[0]
+
+
+class PeakRss:
+    """The run's peak resident memory, in MiB: this process and every process below it, sampled every
+    ``every`` seconds by a thread while the ``with`` block runs, and never below this process's own high-water
+    mark (``ru_maxrss``, which no sample can miss). The analyses run in worker processes, so this process's
+    own figure alone would leave most of the reading out."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every = every
+        self.peak_kib = 0
+        self.parts_kib: dict[str, int] = {}  # the peak sample, by process kind (see tree_rss)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.every):
+                return
+
+    def sample(self) -> None:
+        total, parts = tree_rss()
+        if total > self.peak_kib:
+            self.peak_kib, self.parts_kib = total, parts
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def parts(self) -> str:
+        """``history 400 MiB, python 2 x ...``: what the peak sample held, by process kind, largest first."""
+        return ", ".join(f"{k} {v / 1024:.0f} MiB" for k, v in sorted(self.parts_kib.items(), key=lambda kv: -kv[1]))
+
+    @property
+    def mib(self) -> float:
+        self.sample()
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+        return round(max(self.peak_kib, own) / 1024, 1)
 
 
 def parser(prog: str = "skewmatrix history") -> argparse.ArgumentParser:
@@ -89,15 +175,17 @@ def main(argv: list[str], out: Path) -> int:
     args = parse(parser(), argv)
     if isinstance(args, int):  # --help (0) or a usage error (2), with argparse's own message
         return args
-    doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
-                             workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
-    if args.confirm:
-        doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print,
-                                   spread=args.confirm_spread))
-    doc["stats"]["peak_rss_mib"] = peak_rss_mib()  # before writing; the line below says the whole run's
-    for path in write(doc, args.output or out):
-        print(f"wrote {path}")
-    print(f"peak RSS {peak_rss_mib()} MiB")
+    with PeakRss() as peak:
+        doc = run(HistoryOptions(unsloth=args.unsloth, zoo=args.zoo, everything=args.everything,
+                                 workers=args.workers, offline=args.offline, scan=args.scan, resolve=args.resolve))
+        if args.confirm:
+            doc = atlas.attach(confirm(doc, max_n=args.confirm_max, cache=scan_cache_dir(), log=print,
+                                       spread=args.confirm_spread))
+        doc["stats"]["peak_rss_mib"] = peak.mib  # before writing; the line below says the whole run's
+        doc["stats"]["peak_rss_parts"] = peak.parts
+        for path in write(doc, args.output or out):
+            print(f"wrote {path}")
+    print(f"peak RSS {peak.mib} MiB (this process and every process below it; at the peak: {peak.parts})")
     print(headline(doc))
     for a in doc["atlas"][-5:]:
         print(a["line"])

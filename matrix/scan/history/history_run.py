@@ -127,7 +127,16 @@ def plain_pairs(t: PairTarget, urows: list[dict[str, Any]], window: set[str], zo
 def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None = None,
         log: Callable[[str], None] = print, now: datetime | None = None,
         resolver: plain_install.Resolver | None = None) -> dict[str, Any]:
-    """The history document (``history.json``); ``resolver`` replaces uv for the plain install (tests)."""
+    """The history document (``history.json``); ``resolver`` replaces uv for the plain install (tests). The
+    readers' worker processes are stopped when it returns or fails."""
+    try:
+        return _run(opts, cache, index, log, now, resolver)
+    finally:
+        readers.close_pool()
+
+
+def _run(opts: HistoryOptions, cache: Path | None, index: ScanIndex | None, log: Callable[[str], None],
+         now: datetime | None, resolver: plain_install.Resolver | None) -> dict[str, Any]:
     started = time.monotonic()
     check_id, t = readers.pair_target()
     cache = cache or scan_cache_dir()
@@ -147,12 +156,22 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
         resolver = plain_install.resolve_with_uv(t.referrer, t.referred)
     uw = readers.want(t.referrer, t.references, key)
     zw = readers.want(t.referred, t.definitions, key)
+    phases: dict[str, float] = {}
+
+    def phase(name: str) -> None:  # when each phase ended, in seconds from the start (the bench prints them)
+        phases[name] = round(time.monotonic() - started, 1)
+
     with ThreadPoolExecutor(max_workers=1) as background:  # uv resolves while the wheels are read
         resolving = background.submit(
             plain_install.resolve_all, [u.version for u in uns], project=t.referrer, state=state, cache=cache,
             resolver=resolver if opts.resolve else None, offline=opts.offline, log=log, now=now)
-        got = readers.read_all([(z, zw) for z in zoo] + [(u, uw) for u in uns], fetcher, opts.workers, log)
+        got = readers.read_all([(z, zw) for z in zoo] + [(u, uw) for u in uns], fetcher, opts.workers, log,
+                               parse=False)
+        phase("read")
         answers = resolving.result()
+        phase("resolve")
+    readers.close_pool()  # (plain_pairs below starts another for the few releases it reads)
+    got = readers.parsed(got)  # now that uv and the workers are gone (see read_all)
     zrows = [{"version": z.version, "uploaded": z.uploaded, "sha256": g.get("sha256"),
               "table": g.get("analysis"), "error": g.get("error"),
               "caps": metadata_caps.zoo_caps(g.get("metadata"))} for z, g in zip(zoo, got, strict=False)]
@@ -169,12 +188,16 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
                       "refs": g.get("analysis"), "error": g.get("error"), **meta,
                       "plain_pick": pick, "plain_install": answer})
     judged = grid.judge_all(t, urows, zrows, RowCache(cache, key, zrows))
+    phase("judge")
     extra = (plain_pairs(t, urows, {z["version"] for z in zrows}, zoo_all, zw, fetcher, opts.workers, log)
              if opts.plain_pairs else [])
+    readers.close_pool()  # the reading is over: the workers' memory goes back before the scan columns
+    phase("plain_pairs")
     lines = [grid.release_line(u["version"], judged["pairs"]) for u in urows]
     scans = (hazards.scan_columns([z["version"] for z in zrows], [u["version"] for u in urows], opts.offline,
                                   cache, log) if opts.scan
              else {checks.info(n).id: {"na": "n/a: --no-scan"} for n in checks.REGISTRY})
+    phase("scan_columns")
     scans.pop(check_id, None)
     doc = {
         "schema": SCHEMA, "check": check_id,
@@ -195,7 +218,7 @@ def run(opts: HistoryOptions, cache: Path | None = None, index: ScanIndex | None
         "runtime": ("static only: `--confirm` installs the boundary pairs and one pair per equivalence class "
                     "and imports unsloth on CPU; cells record `import unsloth` with its exception chain"),
         "warnings": list(index.warnings),
-        "stats": {**fetcher.stats, "seconds": round(time.monotonic() - started, 2),
+        "stats": {**fetcher.stats, "seconds": round(time.monotonic() - started, 2), "phases_s": phases,
                   "classes": len(judged["classes"]), "pairs": len(judged["pairs"])},
     }
     return atlas.attach(doc)

@@ -7,6 +7,7 @@ The patterns are ``fnmatch`` patterns over the wheel member (``unsloth/save.py``
 from __future__ import annotations
 
 import fnmatch
+import functools
 
 FEATURES: tuple[tuple[str, str], ...] = (
     ("unsloth/save.py:*gguf*", "save/GGUF"),
@@ -34,6 +35,7 @@ FEATURES: tuple[tuple[str, str], ...] = (
 )
 
 
+@functools.cache  # pure, and asked once per missing reference of every pair a history judges
 def feature_of(member: str, function: str | None = None) -> str:
     """The feature ``member`` (and ``function`` in it) serves, per :data:`FEATURES`."""
     stem = member.rsplit("/", 1)[-1].removesuffix(".py")

@@ -90,12 +90,22 @@ class Resolver:
         self.table = table
         self._memo: dict[tuple[str, int, str], tuple[str, str, str]] = {}
         self._checked: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        self._closest: dict[tuple[str, bool], str] = {}
 
     def __call__(self, path: str, modules: int, kind: str) -> tuple[str, str, str]:
         key = (path, modules, kind)
         got = self._memo.get(key)
         if got is None:
             got = self._memo[key] = resolve(self.table, path, modules, kind)
+        return got
+
+    def closest(self, missing: str, is_module: bool) -> str:
+        """Memoised :func:`closest` (its fuzzy match over every module name was most of a cold history's
+        judging: the same missing name recurs across unsloth releases)."""
+        key = (missing, is_module)
+        got = self._closest.get(key)
+        if got is None:
+            got = self._closest[key] = closest(self.table, missing, is_module)
         return got
 
     def check(self, ref: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -152,10 +162,9 @@ def judge(refs: dict[str, Any], table: dict[str, Any] | Resolver) -> dict[str, A
         if feature not in m["features"]:
             m["features"].append(feature)
         m["where"].append(_where(ref))
-    t = res.table
     for m in missing.values():
         if "closest" not in m:
-            m["closest"] = closest(t, m["name"], m["exception"] == "ModuleNotFoundError")
+            m["closest"] = res.closest(m["name"], m["exception"] == "ModuleNotFoundError")
     breaks_at = next((b for b in ("import", "model-load") if any(m["breaks"] == b for m in missing.values())), None)
     if breaks_at is not None:
         verdict = "incompatible"
