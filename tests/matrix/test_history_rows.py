@@ -61,6 +61,8 @@ def test_a_release_is_analysed_in_a_worker_process_and_a_closure_here() -> None:
 
 
 def test_an_analysis_read_as_text_is_parsed_later_and_an_error_stays_as_it_was() -> None:
-    got = [{"analysis": json.dumps({"refs": [1]}), "sha256": "a"}, {"error": "x.whl: truncated", "sha256": "b"}]
-    assert readers.parsed(got) == [{"analysis": {"refs": [1]}, "sha256": "a"},
-                                   {"error": "x.whl: truncated", "sha256": "b"}]
+    got = [{"analysis": json.dumps({"refs": [1]}), "sha256": "a"}, {"error": "x.whl: truncated", "sha256": "b"},
+           {"analysis": '{"refs": [', "sha256": "c"}]
+    back = readers.parsed(got)
+    assert back[:2] == [{"analysis": {"refs": [1]}, "sha256": "a"}, {"error": "x.whl: truncated", "sha256": "b"}]
+    assert back[2]["error"].startswith("analysis: ") and "analysis" not in back[2]  # an error, not a crash

@@ -67,7 +67,7 @@ def reader_key(t: PairTarget) -> str:
 
 
 TASKS_PER_WORKER = 12  # a worker is replaced after this many releases: CPython keeps the arenas of the ASTs
-# it parsed, so a worker's memory would otherwise grow to its largest releases' (restarting one costs ~0.3 s)
+# it parsed, so a worker's memory would otherwise grow to its largest releases' (a restart is cheap beside a parse)
 _POOL: dict[str, ProcessPoolExecutor] = {}  # "pool": the one running, while it runs
 _POOL_LOCK = threading.Lock()
 
@@ -194,5 +194,9 @@ def parsed(got: list[dict[str, Any]]) -> list[dict[str, Any]]:
     objects come)."""
     for g in got:
         if isinstance(g.get("analysis"), str):
-            g["analysis"] = json.loads(g["analysis"])
+            try:
+                g["analysis"] = json.loads(g["analysis"])
+            except ValueError as exc:  # as read_all says of an analysis it cannot read
+                del g["analysis"]
+                g["error"] = f"analysis: {exc}"
     return got
