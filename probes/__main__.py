@@ -4,7 +4,8 @@ Runs inside the cell env, in the cell's own working directory (``import
 unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). In order:
 
 1. each check's ``static()`` -- in this process, once the phase processes below are started (forked, they
-   run meanwhile): reads installed source, imports nothing under test;
+   run meanwhile): reads installed source, imports nothing under test (a costly reading is shared by the
+   cells of the run that read the same bytes: ``probes.memo``);
 2. the ``raw`` process (``probes.phases``) -- never imports unsloth: each check's raw steps;
 3. the ``unsloth`` process -- ``import unsloth`` once, then each check's unsloth steps (by default it runs
    alongside the raw process and waits for its findings only where a step needs them);

@@ -54,8 +54,8 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--all-cells", action="store_true", default=False,
-                     help="build every cell of the integration matrices that CI samples (tests/integration/"
-                          "test_nanochat_matrix.py: eight builds instead of the six that reach every state)")
+                     help="build every cell of the integration matrices that CI samples (nanochat, differential "
+                          "guards, GRPO, mutants: each module's REPEATS or SAMPLE says what CI leaves out)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +37,25 @@ def nox_argv(envdir: Path, *args: str) -> list[str]:
 
 def run_nox(envdir: Path, *args: str, out: Path, matrix: Path | None = None, timeout: float = 3600,
             **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(nox_argv(envdir, *args), cwd=ROOT, env=nox_env(out, matrix, **extra),
+    """Run nox; its whole output is also kept beside ``envdir`` (``<envdir>.nox.log``) for a post-mortem."""
+    proc = subprocess.run(nox_argv(envdir, *args), cwd=ROOT, env=nox_env(out, matrix, **extra),
                           capture_output=True, text=True, timeout=timeout, check=False)
+    log = envdir.with_name(envdir.name + ".nox.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ nox {' '.join(args)}\nexit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
+                   f"{proc.stderr}", encoding="utf-8")
+    return proc
+
+
+WORDS = re.compile(r"error|failed|traceback|exception|abort", re.IGNORECASE)
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-5000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+    """The exit code, the end of each stream, and every line of the whole output that says it failed (a cell
+    that broke early in a long run is far from the end)."""
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if WORDS.search(line)]
+    return (f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-5000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+            f"\n--- lines that say error/failed ({len(said)})\n" + "\n".join(said[:60]))
 
 
 def run_backport_matrix(tmp: Path, backport: Path, text: str, name: str) -> dict[str, Any]:
@@ -55,3 +70,10 @@ def run_backport_matrix(tmp: Path, backport: Path, text: str, name: str) -> dict
     assert report_path.is_file(), explain(proc)
     report = json.loads(report_path.read_text())
     return {"proc": proc, "cells": {c["cell_id"]: c for c in report["cells"]}}
+
+
+def sampled(config: Any, names: Iterable[str], repeats: Iterable[str]) -> list[str]:
+    """``names`` (sorted) with ``pytest --all-cells``; else without ``repeats``: the cells CI leaves out because
+    each repeats a state and a failing test that another cell of the module already reaches."""
+    left_out = set() if config.getoption("--all-cells") else set(repeats)
+    return sorted(set(names) - left_out)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox
+from tests.integration.harness import ROOT, UNSLOTH, explain, run_nox, sampled
 
 pytestmark = pytest.mark.integration
 MUTANTS = ROOT / "tests" / "mutants"
@@ -32,6 +32,21 @@ EXPECT = {
 }
 
 
+# CI leaves out two mutants whose failing test (11-idempotent) no_cache_clear fails too, at about 80 s of a busy host
+# each. `pytest --all-cells` builds them.
+REPEATS = ("changed_signature", "not_idempotent")
+
+
+def chosen(config: pytest.Config) -> list[str]:
+    """The mutants this run builds."""
+    return sampled(config, EXPECT, REPEATS)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "name" in metafunc.fixturenames:
+        metafunc.parametrize("name", chosen(metafunc.config))
+
+
 def mutant_backport(base: Path, name: str) -> None:
     """The guard backport's manifest and files, plus the mutant's diff as a [[patch]]."""
     d = base / "backports" / f"mut-{name}"
@@ -42,7 +57,7 @@ def mutant_backport(base: Path, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def mutant_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def mutant_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict:
     base = tmp_path_factory.mktemp("mutants")
     text = f"""
 [[build]]
@@ -64,7 +79,8 @@ source = "pypi"
 version = "2026.10.9"
 """
     include = []
-    for name, (zoo, _) in EXPECT.items():
+    for name in chosen(request.config):
+        zoo = EXPECT[name][0]
         mutant_backport(base, name)
         text += (f'\n[[build]]\nname = "mut-{name.replace("_", "-")}"\npackage = "unsloth"\nsource = "backport"\n'
                  f'base = "u"\nbackport = "backports/mut-{name}"\n')
@@ -81,7 +97,6 @@ version = "2026.10.9"
     return {c["cell_id"]: c for c in report["cells"]}
 
 
-@pytest.mark.parametrize("name", sorted(EXPECT))
 def test_mutant_is_caught(mutant_report: dict, name: str) -> None:
     zoo, must_fail = EXPECT[name]
     cell = mutant_report[f"mut-{name.replace('_', '-')}__{zoo}"]
@@ -122,10 +137,10 @@ def test_mutation_session_scores_a_sample(tmp_path: Path) -> None:
     on the host's speed, such as a probe that compiles).
     """
     out = tmp_path / "out"
-    proc = run_nox(tmp_path / "envs", "-s", "mutation", "--", "--sample", "12", "--out", str(out), out=out)
+    proc = run_nox(tmp_path / "envs", "-s", "mutation", "--", "--sample", "8", "--out", str(out), out=out)
     assert proc.returncode == 0, explain(proc)
     result = json.loads((out / "mutation.json").read_text())
     assert result["passed"] is True
-    assert result["score"]["ran"] == 12
-    assert result["score"]["killed"] + result["score"]["equivalent"] >= 11
+    assert result["score"]["ran"] == 8
+    assert result["score"]["killed"] + result["score"]["equivalent"] >= 7
     assert (out / "mutation.md").read_text().startswith("# Mutation score")

@@ -19,12 +19,14 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from probes import memo
 from probes.checks import PhaseContext, Step
 from probes.checks.pair_compat.judge import judge, summary
 from probes.checks.pair_compat.references import reference_list
 from probes.checks.pair_compat.symbols import symbol_table
 from probes.checks.pair_compat.trainers import trainers as generate_trainers
 
+READER = tuple(sorted(Path(__file__).parent.glob("*.py")))  # the reader's code: part of a shared reading's key
 ACCELERATOR_WORDS = ("cuda", "gpu", "accelerator", "device capability", "get_device_capability", "nvidia",
                      "no backend", "torch.cuda")
 
@@ -43,7 +45,10 @@ def static() -> dict[str, Any]:
     uns, zoo = sources("unsloth"), sources("unsloth_zoo")
     if not uns or not zoo:
         return {"verdict": "absent", "reason": f"no installed source for {'unsloth' if not uns else 'unsloth_zoo'}"}
-    result = judge(reference_list(uns), symbol_table(zoo))
+    # Each side's reading is shared by the cells of the run that install the same bytes (``probes.memo``).
+    refs = memo.shared("pair-compat references", READER, uns, lambda: reference_list(uns))
+    table = memo.shared("pair-compat table", READER, zoo, lambda: symbol_table(zoo))
+    result = judge(refs, table)
     state = {"incompatible": "vulnerable", "compatible": "fixed", "degraded": "fixed"}.get(result["verdict"],
                                                                                           "unknown")
     return {"verdict": state, "reason": summary(result), "pair": result["verdict"],
