@@ -27,9 +27,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # tests/test_layout.py checks that every module with an integration test or a module-scoped fixture is listed.
 LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on a 2-core host (914 tests)
     "tests/integration/test_nanochat_matrix.py",  # 1890 in CI with eight cells (six sampled now); 2 suite-only
-    "tests/integration/test_differential_guards.py",  # 764 for nineteen guard cells; twenty-one now (~845)
-    "tests/integration/test_grpo_matrix.py",  # 732 busy (eleven cells); 489 with twelve (warm, under the lock)
-    "tests/integration/test_mutants.py",  # 640
+    "tests/integration/test_differential_guards.py",  # 992 for twenty-one cells under load; seventeen in CI now
+    "tests/integration/test_grpo_matrix.py",  # 797 busy with twelve cells; eleven in CI now
+    "tests/integration/test_mutants.py",  # 747 + 286 (nine cells, a sample of 12); seven and 8 now
     "tests/integration/test_gate_pinned.py",  # 530
     "tests/integration/test_default_matrix.py",  # 385
     "tests/faults/test_real_faults.py",  # 210
