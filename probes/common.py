@@ -7,13 +7,15 @@ and the parent judges the process by its exit code and that file together.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
 import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,46 @@ def write_json(path: str | Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def stored_entry(path: Path, schema: str, result: type = object) -> dict[str, Any] | None:
+    """The entry a run stored at ``path`` (``<digest>.json``): its JSON object when it is of ``schema``, keyed by
+    the file's own digest and holds a ``result`` of type ``result``; None when absent, unreadable or anything
+    else."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(data, dict) and data.get("schema") == schema and data.get("digest") == path.stem
+    return data if ok and "result" in data and isinstance(data["result"], result) else None
+
+
+@contextmanager
+def held(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path``'s ``.lock`` sibling for the block: two processes looking up or storing the
+    same entry take turns. The kernel releases it when the file closes, also when the process is killed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_suffix(".lock").open("a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def look_up_or_compute(path: Path, schema: str, compute: Callable[[], Any],
+                       entry: Callable[[Any], dict[str, Any] | None],
+                       result: type = object) -> tuple[dict[str, Any] | None, Any]:
+    """``(stored, None)`` when ``path`` holds an entry of ``schema`` (:func:`stored_entry`); otherwise
+    ``(None, compute())``, having stored ``entry(computed)`` (plus ``schema`` and ``digest``) unless it is None.
+    The whole look-up-or-compute runs under :func:`held`, so of two processes with the same ``path`` only
+    the first computes; the second waits and gets what the first stored."""
+    with held(path):
+        found = stored_entry(path, schema, result)
+        if found is not None:
+            return found, None
+        computed = compute()
+        kept = entry(computed)
+        if kept is not None:
+            write_json(path, {**kept, "schema": schema, "digest": path.stem})
+        return None, computed
 
 
 def dist_version(name: str) -> str | None:

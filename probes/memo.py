@@ -15,7 +15,6 @@ Only what round-trips through JSON unchanged is stored: a result is returned as 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from probes import handoff
-from probes.common import write_json
+from probes.common import look_up_or_compute, stored_entry
 
 SCHEMA = "skewmatrix.static-memo/1"
 FOLDER = "static"  # beside the raw phase's findings
@@ -47,13 +46,8 @@ def folder() -> Path | None:
 
 
 def stored(path: Path) -> Any:
-    """The result stored at ``path`` for its digest, or None (absent, unreadable, another schema)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    ok = isinstance(data, dict) and data.get("schema") == SCHEMA and data.get("digest") == path.stem
-    return data if ok and "result" in data else None
+    """The entry stored at ``path`` for its digest, or None (absent, unreadable, another schema)."""
+    return stored_entry(path, SCHEMA)
 
 
 def shared(name: str, code: Iterable[Path], texts: Mapping[str, str], read: Callable[[], Any],
@@ -63,17 +57,16 @@ def shared(name: str, code: Iterable[Path], texts: Mapping[str, str], read: Call
     where = where if where is not None else folder()
     if where is None:
         return read()
-    digest = key(name, code, texts)
-    target = where / f"{digest}.json"
-    where.mkdir(parents=True, exist_ok=True)
-    with target.with_suffix(".lock").open("a", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process is killed
-        entry = stored(target)
-        if entry is not None:
-            return entry["result"]
-        result = read()
-        if json.loads(json.dumps(result)) != result:  # tuples, non-string keys: a reuse would get another value
-            return result
-        write_json(target, {"schema": SCHEMA, "digest": digest, "name": name, "result": result})
-        entry = stored(target)  # as every later cell gets it (the store sorts each dict's keys)
-        return entry["result"] if entry is not None else result
+    kept: list[Any] = []
+
+    def entry(result: Any) -> dict[str, Any] | None:
+        form = json.loads(json.dumps(result, sort_keys=True, default=str))  # as every later cell gets it
+        if form != result:  # tuples, non-string keys: a reuse would get another value
+            return None
+        kept.append(form)
+        return {"name": name, "result": form}
+
+    found, result = look_up_or_compute(where / f"{key(name, code, texts)}.json", SCHEMA, read, entry)
+    if found is not None:
+        return found["result"]
+    return kept[0] if kept else result

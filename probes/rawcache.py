@@ -25,7 +25,6 @@ step's ``seconds`` is 0.0: this cell spent none on it; its ``reused_from`` names
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -34,19 +33,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probes.common import write_json
+from probes.common import look_up_or_compute, stored_entry
 
 SCHEMA = "skewmatrix.raw-cache/1"
 
 
 def stored(path: Path) -> dict[str, Any] | None:
     """The findings stored at ``path`` for its digest, or None (absent, unreadable, another schema)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    ok = isinstance(data, dict) and data.get("schema") == SCHEMA and data.get("digest") == path.stem
-    return data if ok and isinstance(data.get("result"), dict) else None
+    return stored_entry(path, SCHEMA, dict)
 
 
 def storable(result: dict[str, Any]) -> bool:
@@ -105,17 +99,12 @@ def run_or_reuse(path: str | None, cell: str | None, compute: Callable[[], dict[
     if not path:
         return compute()
     here = here or {}
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.with_suffix(".lock").open("a", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process is killed
-        entry = stored(target)
-        if entry is not None:
-            return as_reused(entry, here)
-        result = compute()
-        if storable(result):
-            write_json(target, {"schema": SCHEMA, "digest": target.stem, "cell": cell, "places": here,
-                                "result": result})
-        result["reuse"] = {"reused": False, "digest": target.stem, "from_cell": cell,
-                           "stored": storable(result)}
-        return result
+
+    def entry(result: dict[str, Any]) -> dict[str, Any] | None:
+        return {"cell": cell, "places": here, "result": result} if storable(result) else None
+
+    found, result = look_up_or_compute(Path(path), SCHEMA, compute, entry, dict)
+    if found is not None:
+        return as_reused(found, here)
+    result["reuse"] = {"reused": False, "digest": Path(path).stem, "from_cell": cell, "stored": storable(result)}
+    return result
