@@ -31,6 +31,7 @@ from matrix.cells.installed import changes, installed, snapshot, torch_build
 from matrix.cells.progress import ticking
 from matrix.envs import envrun, recipe
 from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
+from matrix.envs.tools import Ran
 from matrix.errors import SkewmatrixError
 from matrix.sources import Materialized
 from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
@@ -281,23 +282,24 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         run.fail("disk", problem)
         return run.finish()
 
-    # 2. would a plain install admit the pair?
-    t = time.perf_counter()
+    # 2. would a plain install admit the pair? Asked while step 3 runs (step seconds: the wait after it)
     how = trees.recipe_of(cell, made)
     run.record["recipe"] = how.as_record()
-    # with the requested torch/transformers/trl as plain requirements (the recipe forces them as overrides)
-    run.record["admissible"] = recipe.admissibility(how, build_dir, stacks.requirement_lines(opts))
-    run.step("admissibility", time.perf_counter() - t, run.record["admissible"]["value"] is not None)
-
-    # 3. install with overrides so refused skews still install
-    t = time.perf_counter()
-    if create_env:
-        ensure_env(env_dir, opts.python)
     python = env_dir / "bin" / "python"
-    with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
-        res = recipe.apply(how, python, build_dir, opts.timeout)
+
+    def install() -> Ran:  # 3. with overrides, so refused skews still install
+        if create_env:
+            ensure_env(env_dir, opts.python)
+        with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
+            return recipe.apply(how, python, build_dir, opts.timeout)
+
+    # with the requested torch/transformers/trl as plain requirements (the recipe forces them as overrides)
+    res, install_s, run.record["admissible"], asked_s, waited_s = recipe.while_asking(
+        how, build_dir, stacks.requirement_lines(opts), install)
+    run.step("admissibility", waited_s, run.record["admissible"]["value"] is not None, ran_s=round(asked_s, 3),
+             beside="install")
     (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
-    run.step("install", time.perf_counter() - t, res.ok, returncode=res.returncode)
+    run.step("install", install_s, res.ok, returncode=res.returncode)
     if not res.ok:
         message = f"uv pip install failed (exit {res.returncode}):\n{res.stderr.strip()[-3000:]}"
         if index_problem:  # say first what the user must fix
@@ -305,7 +307,7 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         else:
             run.fail("build", message, res.tail())
         return run.finish()
-    say(f"installed in {time.perf_counter() - t:.1f} s")
+    say(f"installed in {install_s:.1f} s")
 
     return record_and_probe(run, env_dir, python, say, raw_cache=raw_cache,
                             trees={role: m.tree for role, m in made.items() if m.tree is not None})

@@ -13,7 +13,8 @@ its interpreter from :func:`venv_python`.
 
 :func:`apply` runs the recipe into an env (``uv pip install``, or the
 installer the caller names for a ``--target`` folder); :func:`admissibility`
-asks ``uv pip compile`` whether a plain install (no overrides) would admit it.
+asks ``uv pip compile`` whether a plain install (no overrides) would admit it, and :func:`while_asking` asks
+it while an install runs (the answer only feeds the record).
 :meth:`Recipe.digest` is the recipe's identity (its fields, with paths of
 this run reduced to their names, and :data:`RECIPE_VERSION`): it is part of
 every cell digest, so a change to how envs are built makes stored cell
@@ -28,15 +29,19 @@ import hashlib
 import json
 import os
 import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from matrix.envs.tools import Ran, run_tool, uv_bin
 
 # Version of the code that turns a recipe into commands (bump it when apply() changes what it runs).
 RECIPE_VERSION = 1
 DEFAULT_PYTHON = "3.11"
+T = TypeVar("T")
 FILE_URL = re.compile(r"file://(\S+)")
 
 
@@ -137,6 +142,24 @@ def admissibility(recipe: Recipe, workdir: Path, extra: list[str] | None = None)
         return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
     return {"value": None, "method": method,
             "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
+
+
+def while_asking(recipe: Recipe, workdir: Path, extra: list[str] | None,
+                 work: Callable[[], T]) -> tuple[T, float, dict[str, Any], float, float]:
+    """``work()`` (the install: two uv processes share one cache) while :func:`admissibility` is asked in a
+    thread: ``(work's result, its seconds, the answer, the seconds the question took, the seconds waited for
+    the answer after work ended)``. An exception in either is raised here, once both have ended."""
+    def asked() -> tuple[dict[str, Any], float]:
+        start = time.perf_counter()
+        return admissibility(recipe, workdir, extra), time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        asking = beside.submit(asked)
+        start = time.perf_counter()
+        done = work()
+        work_s = time.perf_counter() - start
+        answer, asked_s = asking.result()
+    return done, work_s, answer, asked_s, time.perf_counter() - start - work_s
 
 
 def venv_python(options: Any) -> str:

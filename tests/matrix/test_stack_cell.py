@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +140,33 @@ def test_reused_result_gains_its_stack_entry(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["stack"] == got["stack"]
     path.unlink()
     assert cell_mod.restack(got, run, path) is got and not path.exists()  # unchanged: not rewritten
+
+
+def test_the_admissibility_question_is_asked_while_the_install_runs(tmp_path: Path, fake_tools: list,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain resolve only feeds the record, so it overlaps the install: here the resolve finishes only once
+    the install has started, and the install only once the resolve has started. One after the other, the first
+    would wait out its timeout and the record would say so."""
+    started = {"compile": threading.Event(), "install": threading.Event()}
+    seen: dict[str, bool] = {}
+
+    def run_tool(argv: list[str], **_: Any) -> Ran:
+        fake_tools.append(argv)
+        if argv[1:3] in (["pip", "compile"], ["pip", "install"]):
+            mine, other = argv[2], "install" if argv[2] == "compile" else "compile"
+            started[mine].set()
+            seen[mine] = started[other].wait(timeout=5)
+            return Ran(argv, 1 if mine == "install" else 0, "", "boom" if mine == "install" else "")
+        return Ran(argv, 0, "", "")
+
+    monkeypatch.setattr(recipe, "run_tool", run_tool)
+    m = matrix(tmp_path)
+    (c,) = m.cells
+    record = cell_mod.run_cell(c, m, tmp_path / "out", tmp_path / "env", create_env=False, progress=lambda _: None)
+    assert seen == {"compile": True, "install": True}
+    # the install failed, and the answer to the question is still recorded beside it
+    assert record["error"]["kind"] == "build" and record["admissible"]["value"] is True
+    steps = {s["name"]: s for s in record["steps"]}
+    assert steps["admissibility"]["beside"] == "install" and steps["admissibility"]["ran_s"] >= 0
+    assert [s["name"] for s in record["steps"]][-2:] == ["admissibility", "install"]
+    assert schema_problems(record) == []
