@@ -124,24 +124,63 @@ def exception_chain(exc: BaseException, limit: int = 8) -> list[dict[str, Any]]:
     return out
 
 
+class Forked:
+    """A child started by :func:`fork_start`: ``child(send, *args)`` in a forked process (what it patches, and a
+    hang, stay there). :meth:`result` is the one result it sends, or ``{"state": "error", "reason": ...}`` when
+    it has not sent one ``timeout`` seconds after it started, or died. The child is not daemonic: what it runs
+    may start processes of its own."""
+
+    def __init__(self, child: Callable[..., None], args: tuple[Any, ...], timeout: float, what: str) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=child, args=(send, *args))
+        self._proc.start()
+        send.close()
+        self._deadline, self._timeout, self._what = time.monotonic() + timeout, timeout, what
+        self._got: dict[str, Any] | None = None
+        _UNCOLLECTED.append(self)
+
+    def result(self) -> dict[str, Any]:
+        if self._got is not None:
+            return self._got
+        what, timeout = self._what, self._timeout
+        try:
+            if self._recv.poll(max(self._deadline - time.monotonic(), 0.0)):
+                self._got = self._recv.recv()
+            else:
+                self._got = {"state": "error", "reason": f"{what} did not end within {timeout:.0f} s"}
+        except EOFError:
+            self._proc.join(10)
+            self._got = {"state": "error", "reason": f"the process {what} died (exit code {self._proc.exitcode})"}
+        finally:
+            self.stop()
+        return self._got
+
+    def stop(self) -> None:
+        """Kill the child if it still runs, and let it go (what it had not sent is lost)."""
+        if self in _UNCOLLECTED:
+            _UNCOLLECTED.remove(self)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(10)
+        self._recv.close()
+
+
+_UNCOLLECTED: list[Forked] = []
+
+
+def fork_start(child: Callable[..., None], args: tuple[Any, ...], timeout: float, what: str) -> Forked:
+    """Start ``child`` in a forked process now, to collect its result later (:meth:`Forked.result`): work a
+    step starts early, so that it runs beside the steps before it."""
+    return Forked(child, args, timeout, what)
+
+
+def reap() -> None:
+    """Stop every child started and never collected (a step that never ran, or failed before collecting)."""
+    for forked in list(_UNCOLLECTED):
+        forked.stop()
+
+
 def in_fork(child: Callable[..., None], args: tuple[Any, ...], timeout: float, what: str) -> dict[str, Any]:
-    """``child(send, *args)`` in a forked process (what it patches, and a hang, stay there), and the one result
-    it sends through ``send``; ``{"state": "error", "reason": ...}`` when it hangs past ``timeout`` or dies.
-    The child is not daemonic: what it runs may start processes of its own."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=child, args=(send, *args))
-    proc.start()
-    send.close()
-    try:
-        if recv.poll(timeout):
-            return recv.recv()  # type: ignore[no-any-return]
-        return {"state": "error", "reason": f"{what} did not end within {timeout:.0f} s"}
-    except EOFError:
-        proc.join(10)
-        return {"state": "error", "reason": f"the process {what} died (exit code {proc.exitcode})"}
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(10)
-        recv.close()
+    """``child(send, *args)`` in a forked process, and the one result it sends (see :class:`Forked`)."""
+    return fork_start(child, args, timeout, what).result()

@@ -4,7 +4,8 @@
   UNSLOTH_ALLOW_CPU=1``): every registered check's ``RAW_STEPS``
   (runtime detectors, and whatever the check hands on in ``ctx.shared``).
 * ``unsloth``: ``import unsloth`` once, in the cell's CPU mode, then every
-  check's ``UNSLOTH_STEPS`` in order; a step marked ``needs_raw`` first waits
+  check's ``UNSLOTH_STEPS`` in order (a step's ``early`` work starts right
+  after the import, beside the steps before it); a step marked ``needs_raw`` first waits
   for the raw process's findings (``raw.json``). In ``cpu-backend`` mode this
   process already is zoo's CPU backend, so each check's ``CPU_BACKEND_STEPS``
   run here too, after its unsloth steps.
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from probes import checks, handoff, rawcache
-from probes.common import error_text, exception_chain, write_json
+from probes.common import error_text, exception_chain, reap, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
@@ -160,33 +161,32 @@ def _import_and_run(attrs: Callable[[Any], tuple[Any, ...]], import_key: str, de
         imported = {"imported": False, "chain": exception_chain(exc)}
     out[import_key] = round(time.perf_counter() - start, 3)
     raw: dict[str, Any] | None = None
-    for name in _check_names(selected):
-        info = checks.info(name)
-        module = checks.phases_module(name)
-        steps = attrs(module)
-        if not steps:
-            continue
-        ctx = checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={}, imported=imported)
-        if import_error is not None:  # only the steps that read the import's outcome can run
-            failed = {s.name: {"ok": False, "error": import_error, "seconds": 0.0}
-                      for s in steps if not s.reads_import}
-            steps = tuple(s for s in steps if s.reads_import)
-            if not steps:
-                out["checks"][info.id] = {"steps": failed}
+    planned = [(checks.info(name).id, steps,
+                checks.PhaseContext(device, torch_compile, cpu_mode, workdir, shared={}, imported=imported))
+               for name in _check_names(selected) if (steps := attrs(checks.phases_module(name)))]
+    try:
+        if import_error is None:  # each step's early work, beside the steps before it (checks.Step.early)
+            out.update(checks.start_early(planned, handoff.given().train))
+        for check_id, steps, ctx in planned:
+            if import_error is not None:  # only the steps that read the import's outcome can run
+                failed = {s.name: {"ok": False, "error": import_error, "seconds": 0.0}
+                          for s in steps if not s.reads_import}
+                readers = tuple(s for s in steps if s.reads_import)
+                out["checks"][check_id] = {"steps": {**failed, **(_run_steps(readers, ctx) if readers else {})}}
                 continue
-            out["checks"][info.id] = {"steps": {**failed, **_run_steps(steps, ctx)}}
-            continue
 
-        def load_raw(st: Any, ctx: checks.PhaseContext = ctx, check_id: str = info.id) -> None:
-            nonlocal raw
-            if st.needs_raw and ctx.raw is None:
-                if raw is None:
-                    waited = time.perf_counter()
-                    raw = _read_raw(workdir)
-                    out["waited_for_raw_s"] = round(time.perf_counter() - waited, 3)
-                ctx.raw = ((raw.get("checks") or {}).get(check_id) or {}).get("shared") or {}
+            def load_raw(st: Any, ctx: checks.PhaseContext = ctx, check_id: str = check_id) -> None:
+                nonlocal raw
+                if st.needs_raw and ctx.raw is None:
+                    if raw is None:
+                        waited = time.perf_counter()
+                        raw = _read_raw(workdir)
+                        out["waited_for_raw_s"] = round(time.perf_counter() - waited, 3)
+                    ctx.raw = ((raw.get("checks") or {}).get(check_id) or {}).get("shared") or {}
 
-        out["checks"][info.id] = {"steps": _run_steps(steps, ctx, load_raw)}
+            out["checks"][check_id] = {"steps": _run_steps(steps, ctx, load_raw)}
+    finally:
+        reap()  # a child started early whose step never collected it
     return out
 
 

@@ -153,6 +153,24 @@ class Step:
     needs_raw: bool = False
     training: bool = False  # a training run: skipped, with the reason, when the matrix turns training off
     reads_import: bool = False  # an unsloth step that runs whether or not ``import unsloth`` succeeded
+    # Callable[[PhaseContext], None]: called once ``import unsloth`` succeeded, before any check's steps run, to
+    # start work this step collects (a child forked with ``probes.common.fork_start``, kept in ``ctx.shared``),
+    # so that it runs beside the steps before this one. The step must also work when nothing was started.
+    early: Any = None
+
+
+def start_early(planned: list[tuple[str, tuple[Step, ...], PhaseContext]], train: bool) -> dict[str, Any]:
+    """Each planned step's ``early`` work, started before any step runs (``train`` False: a training step's is
+    not). One that fails to start is noted under ``early_errors`` (the result), and its step does the work."""
+    errors = {}
+    for check_id, steps, ctx in planned:
+        for st in steps:
+            if st.early is not None and (train or not st.training):
+                try:
+                    st.early(ctx)
+                except Exception as exc:  # the step finds the work not started and does it itself
+                    errors[f"{check_id}:{st.name}"] = f"{type(exc).__name__}: {exc}"[:500]
+    return {"early_errors": errors} if errors else {}
 
 
 @dataclass

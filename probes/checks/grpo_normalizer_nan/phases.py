@@ -66,12 +66,22 @@ def _route() -> tuple[Any, dict[str, Any]]:
 MODULE_ROUTE = "zoo's module attribute"
 
 
+def start_trainer_route(ctx: PhaseContext) -> None:
+    """The generated trainer's child, forked as soon as ``import unsloth`` succeeded: before this process
+    computes anything with torch, and beside the steps before the guard step."""
+    from . import trainer
+
+    ctx.shared["trainer-started"] = trainer.start()
+
+
 def _trainer_route(ctx: PhaseContext) -> dict[str, Any]:
-    """The generated trainer's evidence, once per process (the guard step forks for it; behaviour reuses it)."""
+    """The generated trainer's evidence, once per process (started early, or forked here by the guard step;
+    behaviour reuses it)."""
     from . import trainer
 
     if "trainer" not in ctx.shared:
-        ctx.shared["trainer"] = trainer.run()
+        started = ctx.shared.pop("trainer-started", None)
+        ctx.shared["trainer"] = started.result() if started is not None else trainer.run()
     return ctx.shared["trainer"]  # type: ignore[no-any-return]
 
 
@@ -152,4 +162,5 @@ def unsloth_train_step(ctx: PhaseContext) -> dict[str, Any]:
 RAW_STEPS = (Step("runtime", runtime_step), Step("train", train_step, training=True))
 # unsloth_train first: it forks before this process computes anything with torch (as the guard step's fork).
 UNSLOTH_STEPS = (Step("unsloth_train", unsloth_train_step, needs_raw=True, training=True),
-                 Step("guard", guard_step, needs_raw=True), Step("behavior", behavior_step, needs_raw=True))
+                 Step("guard", guard_step, needs_raw=True, early=start_trainer_route),
+                 Step("behavior", behavior_step, needs_raw=True))

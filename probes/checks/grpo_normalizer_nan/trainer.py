@@ -31,7 +31,7 @@ import textwrap
 import traceback
 from typing import Any
 
-from probes.common import in_fork
+from probes.common import Forked, fork_start, in_fork
 
 TRL_MODULE = "trl.trainer.grpo_trainer"
 CLASS = "UnslothGRPOTrainer"
@@ -144,3 +144,9 @@ def run(timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """The trainer route's evidence, from a forked child: ``state`` ``generated`` (with ``handoff``,
     ``functions`` fingerprints, the all-masked ``routes`` and the ``suite`` outcomes), ``n/a`` or ``error``."""
     return in_fork(_child, (), timeout, f"generating {CLASS} and probing it")
+
+
+def start(timeout: float = TIMEOUT_S) -> Forked:
+    """:func:`run`'s child started now and collected later (``.result()``), so that it runs beside the steps
+    before the one that reads it."""
+    return fork_start(_child, (), timeout, f"generating {CLASS} and probing it")

@@ -21,6 +21,7 @@ from typing import Any
 
 from probes import memo
 from probes.checks import PhaseContext, Step
+from probes.checks.pair_compat import trainers as trainers_mod
 from probes.checks.pair_compat.judge import judge, summary
 from probes.checks.pair_compat.references import reference_list
 from probes.checks.pair_compat.symbols import symbol_table
@@ -94,11 +95,20 @@ def runtime(ctx: PhaseContext) -> dict[str, Any]:
     return {**got, "class": cls, "reason": why}
 
 
+def start_trainers(ctx: PhaseContext) -> None:
+    """The generations started as soon as ``import unsloth`` succeeded, beside the other checks' steps."""
+    ctx.shared["trainers"] = trainers_mod.start()
+
+
 def trainers(ctx: PhaseContext) -> dict[str, Any]:
     """After this cell's own ``import unsloth`` succeeded, unsloth's SFT and GRPO trainer classes generated
     the way unsloth generates them (``trainers.py``); each ``n/a`` when the import failed."""
-    return generate_trainers(ctx.imported)
+    children = ctx.shared.pop("trainers", None)
+    if children is None:
+        return generate_trainers(ctx.imported)
+    return generate_trainers(ctx.imported, run=trainers_mod.started(children))
 
 
 RAW_STEPS: tuple[Step, ...] = ()
-UNSLOTH_STEPS = (Step("runtime", runtime, reads_import=True), Step("trainers", trainers, reads_import=True))
+UNSLOTH_STEPS = (Step("runtime", runtime, reads_import=True),
+                 Step("trainers", trainers, reads_import=True, early=start_trainers))

@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any
 
-from probes.common import dist_version, exception_chain, in_fork
+from probes.common import Forked, dist_version, exception_chain, fork_start, in_fork
 
 # (label, TRL module under trl.trainer, TRL class, the feature a failure degrades)
 TRAINERS: tuple[tuple[str, str, str, str], ...] = (
@@ -141,8 +141,24 @@ def forked(module: str, cls: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
     return in_fork(_child, (module, cls), timeout, f"generating {cls}")
 
 
+def start(timeout: float = TIMEOUT_S) -> dict[str, Forked]:
+    """Every trainer's generation started at once, each in its own forked child, by TRL module: collected by
+    :func:`trainers` (``run=started(...)``). zoo's compiler writes each generated trainer under its own name,
+    behind a lock per file, so the children do not meet."""
+    return {module: fork_start(_child, (module, cls), timeout, f"generating {cls}") for _, module, cls, _ in TRAINERS}
+
+
+def started(children: dict[str, Forked]) -> Any:
+    """A ``run`` for :func:`trainers` that collects what :func:`start` started (or generates one not started)."""
+    def run(module: str, cls: str) -> dict[str, Any]:
+        child = children.get(module)
+        return child.result() if child is not None else forked(module, cls)
+    return run
+
+
 def trainers(imported: dict[str, Any] | None, run: Any = forked) -> dict[str, Any]:
-    """Every trainer of :data:`TRAINERS`, each ``{trainer, module, feature, state, reason, seconds}``."""
+    """Every trainer of :data:`TRAINERS`, each ``{trainer, module, feature, state, reason, seconds}`` (the
+    seconds this call waited for it: less than the generation took when it was started early)."""
     rows = []
     for label, module, cls, feature in TRAINERS:
         base = {"trainer": label, "module": f"trl.trainer.{module}", "feature": feature, "class": f"Unsloth{cls}"}
