@@ -180,3 +180,22 @@ def test_the_key_reads_are_the_pair_readers_constant_subscripts_of_zoo_dicts() -
                "own = {'x': 1}\nlocal = own['local_key']\n"  # unsloth's own dict
                "def f(k):\n    return RL_REPLACEMENTS[k]\n")}  # a computed key: not a constant read
     assert zoo_key_reads(uns) == {"grpo_compute_loss_slow", "grpo_trainer"}
+
+
+def test_the_cells_own_runtime_step_counts_a_keyerror_on_a_key_unsloth_reads(monkeypatch, tmp_path) -> None:
+    from probes.checks import PhaseContext
+    from probes.checks.pair_compat import phases as pc
+
+    uns = {"unsloth/__init__.py": "from .models import rl\n", "unsloth/models/__init__.py": "",
+           "unsloth/models/rl.py": "from unsloth_zoo.rl_replacements import RL_REPLACEMENTS\n"
+                                   "slow = RL_REPLACEMENTS['grpo_compute_loss_slow']\n"}
+    monkeypatch.setattr(pc, "sources", lambda package: uns if package == "unsloth" else {})
+
+    def step(message: str) -> dict:
+        imported = {"imported": False, "chain": [err("KeyError", message)]}
+        return pc.runtime(PhaseContext("cpu", False, "allow-cpu", tmp_path, shared={}, imported=imported))
+
+    got = step("'grpo_compute_loss_slow'")
+    assert (got["class"], got["reason"]) == ("skew", "KeyError: 'grpo_compute_loss_slow' (a key unsloth reads "
+                                                     "from a zoo dict)")
+    assert step("'something_else'")["class"] == "environment"

@@ -4,8 +4,8 @@
 imports neither) and judges the pair (``judge``). The unsloth step ``runtime`` reads how the cell's own
 ``import unsloth`` went (the generic machinery records the whole exception chain, ``__cause__`` and
 ``__context__``, and runs this step even when the import failed; no second import), classified:
-``skew`` (an ImportError or AttributeError that names zoo; in ``history --confirm`` also a KeyError on a key
-unsloth reads from a zoo dict), ``environment`` (no accelerator, or anything
+``skew`` (an ImportError or AttributeError that names zoo, or a KeyError on a key unsloth reads from a zoo
+dict, in a cell as in ``history --confirm``), ``environment`` (no accelerator, or anything
 else), or ``ok``. An unsloth that cannot import on this host for an environment
 reason (2026.5.1 asks torch.cuda for the device capability in ``unsloth/__init__.py``) leaves the runtime side
 ``n/a`` with that reason; the static verdict stands. The unsloth step ``trainers`` then generates the
@@ -47,7 +47,7 @@ def static() -> dict[str, Any]:
     if not uns or not zoo:
         return {"verdict": "absent", "reason": f"no installed source for {'unsloth' if not uns else 'unsloth_zoo'}"}
     # Each side's reading is shared by the cells of the run that install the same bytes (``probes.memo``).
-    refs = memo.shared("pair-compat references", READER, uns, lambda: reference_list(uns))
+    refs = references(uns)
     table = memo.shared("pair-compat table", READER, zoo, lambda: symbol_table(zoo))
     result = judge(refs, table)
     state = {"incompatible": "vulnerable", "compatible": "fixed", "degraded": "fixed"}.get(result["verdict"],
@@ -56,11 +56,16 @@ def static() -> dict[str, Any]:
             "breaks_at": result.get("breaks_at"), "missing": result["missing"][:20], "unknown": result["unknown"][:20]}
 
 
+def references(uns: dict[str, str]) -> dict[str, Any]:
+    """The pair reader's references in ``uns`` (:func:`sources` of unsloth), shared by the cells of a run."""
+    return memo.shared("pair-compat references", READER, uns, lambda: reference_list(uns))  # type: ignore[no-any-return]
+
+
 def zoo_key_reads(uns: dict[str, str]) -> frozenset[str]:
     """The keys unsloth reads by constant subscript from a zoo module-level dict (``RL_REPLACEMENTS["x"]``), as
     the pair reader finds them (``references.reference_list``'s ``key[...]`` references) in ``uns``
     (:func:`sources` of unsloth); keys unsloth stores itself are not among them."""
-    return frozenset(r["key"] for r in reference_list(uns)["refs"] if isinstance(r.get("key"), str))
+    return frozenset(r["key"] for r in references(uns)["refs"] if isinstance(r.get("key"), str))
 
 
 def classify_chain(chain: list[dict[str, Any]], key_reads: Collection[str] | None = None) -> tuple[str, str]:
@@ -91,7 +96,10 @@ def runtime(ctx: PhaseContext) -> dict[str, Any]:
     got = ctx.imported or {"imported": False, "chain": []}
     if got.get("imported"):
         return {**got, "class": "ok", "reason": "import unsloth succeeded"}
-    cls, why = classify_chain(got.get("chain") or [])
+    chain = got.get("chain") or []
+    # a KeyError is zoo's only on a key unsloth reads from a zoo dict: read them only when one was raised
+    keys = zoo_key_reads(sources("unsloth")) if any(e["type"] == "KeyError" for e in chain) else None
+    cls, why = classify_chain(chain, keys)
     return {**got, "class": cls, "reason": why}
 
 
