@@ -3,10 +3,9 @@
 Runs inside the cell env, in the cell's own working directory (``import
 unsloth`` writes ``unsloth_compiled_cache/`` into the cwd). In order:
 
-1. each check's ``static()`` -- reads installed source, imports nothing under test (a costly reading is
-   shared by the cells of the run that read the same bytes: ``probes.memo``). With fork isolation it runs in
-   a child forked first, before ``import torch``, so that it uses the core the import leaves idle and the
-   phase processes never see what it read; with spawn isolation, in this process before them;
+1. each check's ``static()`` -- in this process, once the phase processes below are started (forked, they
+   run meanwhile): reads installed source, imports nothing under test (a costly reading is shared by the
+   cells of the run that read the same bytes: ``probes.memo``);
 2. the ``raw`` process (``probes.phases``) -- never imports unsloth: each check's raw steps;
 3. the ``unsloth`` process -- ``import unsloth`` once, then each check's unsloth steps (by default it runs
    alongside the raw process and waits for its findings only where a step needs them);
@@ -31,12 +30,11 @@ import argparse
 import platform
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from probes import checks, handoff
-from probes.common import error_text, fork_start, write_json
+from probes.common import error_text, write_json
 from probes.phases import (
     CPU_BACKEND,
     CPU_BACKEND_IMPORT_KEY,
@@ -93,47 +91,6 @@ def _steps(phase: dict[str, Any] | None, check_id: str, names: list[str], log: P
     return out
 
 
-def static_readings(names: list[str]) -> dict[str, Any]:
-    """Each check's static detector (check name -> its reading); one that breaks reads ``unknown``, with why."""
-    out: dict[str, Any] = {}
-    for name in names:
-        try:
-            out[name] = checks.phases_module(name).static()
-        except Exception as exc:  # a detector that breaks is an unknown verdict with the reason
-            out[name] = {"verdict": "unknown", "reason": f"static detector failed: {error_text(exc).splitlines()[0]}"}
-    return out
-
-
-def _read_static(send: Any, names: list[str]) -> None:
-    """In the forked child: the readings and the seconds they took."""
-    begun = time.perf_counter()
-    readings = static_readings(names)
-    send.send({"readings": readings, "seconds": round(time.perf_counter() - begun, 3)})
-
-
-def start_static(names: list[str], timeout: float, fork: bool) -> Callable[[], tuple[dict[str, Any], float]]:
-    """Start the static detectors; the returned function gives ``(readings, seconds)`` once they are done.
-
-    ``fork``: in a child forked now (call this before ``import torch``: the readings import nothing heavy and
-    use the core the import leaves idle; a child that dies or outlives ``timeout`` makes every reading
-    ``unknown``, with why). Otherwise they are read when the function is called, in this process."""
-    if not fork:
-        def now() -> tuple[dict[str, Any], float]:
-            begun = time.perf_counter()
-            readings = static_readings(names)
-            return readings, round(time.perf_counter() - begun, 3)
-        return now
-    child = fork_start(_read_static, (names,), timeout, "the static detectors")
-
-    def collect() -> tuple[dict[str, Any], float]:
-        got = child.result()
-        if "readings" in got:
-            return got["readings"], float(got["seconds"])
-        why = {"verdict": "unknown", "reason": f"static detector failed: {got.get('reason')}"}
-        return {name: dict(why) for name in names}, 0.0
-    return collect
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m probes", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="probe JSON to write")
@@ -163,15 +120,21 @@ def main(argv: list[str] | None = None) -> int:
                               "cpu_mode": args.cpu_mode, "isolation": args.isolation, "phases": args.phases,
                               "checks": {}}
 
-    start = time.perf_counter()
-    static = start_static(names, args.step_timeout, fork=args.isolation == "fork")
-
     def run_static() -> None:
-        """Collect the static detectors' readings (read meanwhile in their own child, or read now)."""
-        readings, report["static_s"] = static()
+        """Each check's static detector, in this process, while the phase processes run (they never see
+        what it read: forked before it, or spawned)."""
+        begun = time.perf_counter()
         for name in names:
-            report["checks"][checks.info(name).id] = {"static": readings[name], "steps": []}
+            info = checks.info(name)
+            try:
+                static = checks.phases_module(name).static()
+            except Exception as exc:  # a detector that breaks is an unknown verdict with the reason
+                static = {"verdict": "unknown",
+                          "reason": f"static detector failed: {error_text(exc).splitlines()[0]}"}
+            report["checks"][info.id] = {"static": static, "steps": []}
+        report["static_s"] = round(time.perf_counter() - begun, 3)
 
+    start = time.perf_counter()
     if args.isolation == "fork" or args.device == "auto":
         import torch  # shared by every forked phase: the largest import they have in common
 

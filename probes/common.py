@@ -181,12 +181,6 @@ def reap() -> None:
         forked.stop()
 
 
-def disown() -> None:
-    """In a child forked by hand (``os.fork``): what its parent started with :func:`fork_start` is the parent's
-    to collect or stop, never this process's (its :func:`reap` would kill a sibling)."""
-    _UNCOLLECTED.clear()
-
-
 def in_fork(child: Callable[..., None], args: tuple[Any, ...], timeout: float, what: str) -> dict[str, Any]:
     """``child(send, *args)`` in a forked process, and the one result it sends (see :class:`Forked`)."""
     return fork_start(child, args, timeout, what).result()

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from probes import checks, handoff, rawcache
-from probes.common import disown, error_text, exception_chain, reap, write_json
+from probes.common import error_text, exception_chain, reap, write_json
 
 RAW_ENV = {"UNSLOTH_IS_PRESENT": "1", "UNSLOTH_ALLOW_CPU": "1"}
 RAW_DONE = "raw.done"  # written by the parent once the raw phase has ended, however it ended
@@ -261,7 +261,6 @@ def start_forked(name: str, device: str, torch_compile: bool, cpu_mode: str, wor
     if pid:
         return pid
     code, begun = 1, time.perf_counter()  # child from here on: never returns
-    disown()
     try:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)
         os.dup2(fd, 1)
@@ -303,8 +302,8 @@ def run_all_forked(device: str, torch_compile: bool, cpu_mode: str, workdir: Pat
                    ) -> dict[str, dict[str, Any] | None]:
     """Every phase at once: unsloth's imports overlap zoo's raw import; the behaviour tests in the
     unsloth phase then wait for the raw phase's findings (``raw.done``). ``meanwhile`` runs in this
-    process once they are started (it collects the static detectors' readings). Phase name -> its outcome
-    (None: killed or not run because the raw phase timed out)."""
+    process once they are started (the static detectors). Phase name -> its outcome (None: killed or
+    not run because the raw phase timed out)."""
     (workdir / RAW_DONE).unlink(missing_ok=True)
     started = time.perf_counter()
     raw_pid = start_forked("raw", device, torch_compile, cpu_mode, workdir, log, selected)

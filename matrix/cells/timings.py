@@ -3,9 +3,8 @@
 A cell's wall time is a sequence: materialise, admissibility, install, record, probes (the admissibility
 question runs beside the install; its step counts only the wait after the install ended). The probes are a
 sequence too: ``import torch``, then the phase processes, which run at once when forked (``raw``,
-``unsloth``, ``cpu-backend``, and the static detectors meanwhile, in a child forked before ``import torch``;
-in probe JSON from before ``static_in_phases`` they ran first): their seconds overlap, and the cell waits for
-the longest.
+``unsloth``, ``cpu-backend``, and the static detectors in the probes' own process meanwhile; in probe JSON
+from before ``static_in_phases`` they ran first): their seconds overlap, and the cell waits for the longest.
 So :func:`breakdown` gives both: ``wall``, parts that add up to the cell's seconds, and ``processes``,
 what each phase process spent (``import unsloth``, waiting for the raw findings, its steps). A check's
 ``cost`` is the sum of its steps' seconds in the cell: what running that check adds, wherever it ran.
