@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from probes.checks.pair_compat.modules import resolve_relative
+from probes.checks.pair_compat.modules import children, resolve_relative
 from probes.checks.pair_compat.signatures import bindings
 
 ZOO = "unsloth_zoo"
@@ -69,7 +69,7 @@ def local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, i
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                 and isinstance(n.value, ast.Call):
             found.append(n)
-        todo += ast.iter_child_nodes(n)
+        todo += children(n)
     return count, found
 
 

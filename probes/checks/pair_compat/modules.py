@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections import deque
+from collections.abc import Iterator
+
+# Fields whose nodes are leaves no reader looks at: a name's load/store context, an operator (a reader asks
+# ``node.ctx`` or ``compare.ops`` of the node that holds them, never meets them in a walk).
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def module_of(member: str, package: str) -> tuple[str, bool] | None:
@@ -36,3 +43,28 @@ def parse(text: str) -> ast.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.parse(text)
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` in the same order, less the leaves of :data:`_LEAF_FIELDS`, as a list (the
+    readers walk every node of a release: a third of the nodes and two generators per node saved)."""
+    fields = _FIELDS.get(type(node))
+    if fields is None:
+        fields = _FIELDS[type(node)] = tuple(f for f in node._fields if f not in _LEAF_FIELDS)
+    out: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            out.append(value)
+        elif isinstance(value, list):
+            out += [v for v in value if isinstance(v, ast.AST)]
+    return out
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk(node)``: the same nodes in the same breadth-first order, less those :func:`children` leaves out."""
+    todo = deque([node])
+    while todo:
+        node = todo.popleft()
+        todo.extend(children(node))
+        yield node

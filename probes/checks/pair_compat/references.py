@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from probes.checks.pair_compat.callsites import local_names, module_counts, reexports, shape, shape_text, star_names
-from probes.checks.pair_compat.modules import module_of, parse, resolve_relative
+from probes.checks.pair_compat.modules import children, module_of, parse, resolve_relative, walk
 from probes.checks.pair_compat.route import Route
 from probes.checks.pair_compat.signatures import MUTATORS
 
@@ -64,12 +64,12 @@ def _swallows(t: ast.Try) -> frozenset[str]:
 
 def _is_hasattr_test(test: ast.expr) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("hasattr", "getattr")
-               for n in ast.walk(test))
+               for n in walk(test))
 
 
 def _is_contains_test(test: ast.expr) -> bool:
     return any(isinstance(n, ast.Compare) and any(isinstance(o, ast.In | ast.NotIn) for o in n.ops)
-               for n in ast.walk(test))
+               for n in walk(test))
 
 
 def _chain(node: ast.Attribute) -> tuple[str, list[str]] | None:
@@ -108,7 +108,7 @@ class _FileReader:
         self.mentions_zoo = mentions_zoo  # a file that never spells zoo's name has only import edges to read
         aliases: dict[str, str] = dict(reexported or {})
         for stmt in tree.body:  # module-level bindings first: functions defined above them use them too
-            for node in ast.walk(stmt):
+            for node in walk(stmt):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                     break
                 if isinstance(node, ast.Import | ast.ImportFrom):
@@ -186,7 +186,7 @@ class _FileReader:
         elif isinstance(stmt, ast.Import | ast.ImportFrom):
             self._import(stmt, ctx)
         else:
-            for child in ast.iter_child_nodes(stmt):
+            for child in children(stmt):
                 if isinstance(child, ast.stmt):
                     self._stmt(child, ctx)
                 elif isinstance(child, ast.expr):
@@ -261,7 +261,7 @@ class _FileReader:
         if not self.mentions_zoo:
             return
         inner: set[int] = set()
-        for node in ast.walk(expr):
+        for node in walk(expr):
             if isinstance(node, ast.Lambda):
                 continue
             if isinstance(node, ast.Call | ast.Subscript | ast.Attribute):

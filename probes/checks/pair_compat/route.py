@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from probes.checks.pair_compat.modules import resolve_relative
+from probes.checks.pair_compat.modules import children, resolve_relative
 
 ROOTS = ("from_pretrained", "get_peft_model")
 LOADER_PREFIX = "Fast"  # unsloth's model classes; `SyntheticDataKit.from_pretrained` (data prep) is no root
@@ -163,7 +163,7 @@ class Route:
                         local_classes.setdefault(t.id, []).append(c)
             if isinstance(n, ast.Call) and not caught:
                 calls.append(n)
-            for child in ast.iter_child_nodes(n):
+            for child in children(n):
                 visit(child, caught)
 
         visit(node, False)

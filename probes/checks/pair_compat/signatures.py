@@ -25,7 +25,7 @@ import bisect
 import re
 from typing import Any
 
-from probes.checks.pair_compat.modules import resolve_relative
+from probes.checks.pair_compat.modules import resolve_relative, walk
 
 # Decorators that return the function itself or a wrapper with its signature (a call with bad arguments
 # still raises TypeError); any other decorator may replace the callable, so its calls are undecidable.
@@ -100,7 +100,7 @@ def _class(node: ast.ClassDef) -> dict[str, Any] | None:
     count: dict[str, int] = {}
     defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for stmt in node.body:
-        for sub in ast.walk(stmt) if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) else [stmt]:
+        for sub in walk(stmt) if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) else [stmt]:
             if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 count[sub.name] = count.get(sub.name, 0) + 1 + (sub is not stmt)  # a def in a block is conditional
                 if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef) and sub is stmt:
@@ -240,7 +240,7 @@ def dict_writes(tree: ast.Module, written: dict[str, set[int]]) -> dict[str, lis
     names = set(written) - set(out)
     lines = {n for ls in written.values() for n in ls}
     nodes = [node for stmt in tree.body if any(stmt.lineno <= n <= (stmt.end_lineno or stmt.lineno) for n in lines)
-             for node in ast.walk(stmt)]
+             for node in walk(stmt)]
 
     def tail(node: ast.expr) -> str | None:
         return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None

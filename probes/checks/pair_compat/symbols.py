@@ -21,7 +21,7 @@ import ast
 import re
 from typing import Any
 
-from probes.checks.pair_compat.modules import module_of, parse, resolve_relative
+from probes.checks.pair_compat.modules import module_of, parse, resolve_relative, walk
 from probes.checks.pair_compat.signatures import (
     DICT_START,
     declared_global,
@@ -77,7 +77,7 @@ class _ModuleReader:
     def read(self, tree: ast.Module, text: str) -> None:
         self._block(tree.body, top=True)
         if GLOBAL_STMT.search(text):  # the full walk only where a `global` statement can be
-            for node in ast.walk(tree):
+            for node in walk(tree):
                 if isinstance(node, ast.Global):
                     self.names.update(node.names)
         if "__getattr__" in self.names:
@@ -184,7 +184,7 @@ def _globals_subscript_writes(tree: ast.Module) -> list[int]:
     """Lines of ``globals()[...] = ...`` at module level (names bound by a computed key)."""
     lines = []
     for stmt in tree.body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 break
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
