@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -230,6 +231,15 @@ def test_free_disk_check_refuses_with_figures(faults: dict) -> None:
     assert "GB free, a cell env needs at least 1000000.0 GB" in cell["error"]["message"]
 
 
+def interruptible(argv: list[str]) -> list[str]:
+    """``argv`` with Ctrl-C's default action: a shell without job control starts a background job (`cmd &`)
+    with SIGINT ignored, and an ignored signal stays ignored across exec, so a suite started that way would
+    otherwise send this run a SIGINT it never sees (Python installs its KeyboardInterrupt handler only where
+    SIGINT is not ignored)."""
+    reset = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", reset, *argv]
+
+
 def test_interrupt_keeps_results_lock_refuses_second_run_and_rerun_resumes(faults: dict) -> None:
     text = FAULTS.split("[pairs]", maxsplit=1)[0] + """
 [pairs]
@@ -242,8 +252,9 @@ include = [{ unsloth = "u", zoo = "z" }, { unsloth = "u-hang", zoo = "z", option
     before = done.read_bytes()
     shutil.rmtree(out / "cells" / "u-hang__z", ignore_errors=True)
     first_log = (faults["base"] / "interrupted-run.log").open("w")
-    proc = subprocess.Popen(nox_argv(faults["envdir"], "-s", "matrix"), cwd=ROOT, env=nox_env(out, matrix),
-                            stdout=first_log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(interruptible(nox_argv(faults["envdir"], "-s", "matrix")), cwd=ROOT,
+                            env=nox_env(out, matrix), stdout=first_log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     try:
         log = out / "cells" / "u-hang__z" / "work" / "probes.log"
         deadline = time.monotonic() + 600
