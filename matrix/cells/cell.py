@@ -19,26 +19,24 @@ import os
 import platform
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from matrix import settings
-from matrix.cells import rawkey
+from matrix.cells import install, rawkey
+from matrix.cells.install import disk_problem
 from matrix.cells.installed import changes, installed, snapshot, torch_build
 from matrix.cells.progress import ticking
-from matrix.envs import envrun, recipe
-from matrix.envs.envrun import PROBES_DIR, ensure_env, probes_path
-from matrix.envs.tools import Ran
+from matrix.envs import envrun
+from matrix.envs.envrun import PROBES_DIR, probes_path
 from matrix.errors import SkewmatrixError
 from matrix.sources import Materialized
 from matrix.spec import Build, Cell, CellOptions, Matrix, axes, stacks, trees
 from probes import checks, handoff
 from reports.model import CELL_SCHEMA
-
-DEFAULT_MIN_FREE_GB = 6.0
 
 
 class CellBusyError(SkewmatrixError):
@@ -99,6 +97,7 @@ class CellRun:
             # the trainer stack: its [[stack]] name, the versions asked for, the versions installed (record step)
             "stack": stacks.record(stack, requested),
         }
+        self.before_finish: list[Callable[[], None]] = []
 
     @classmethod
     def for_cell(cls, cell: Cell, matrix: Matrix, out_dir: Path) -> CellRun:
@@ -113,6 +112,8 @@ class CellRun:
         self.record["error"] = {"kind": kind, "message": message.strip(), "log_tail": tail}
 
     def finish(self) -> dict[str, Any]:
+        while self.before_finish:  # what the cell asked beside its steps (matrix.cells.install)
+            self.before_finish.pop(0)()
         self.record["finished"] = now()
         self.record["seconds"] = round(time.perf_counter() - self.started, 3)
         write_json_atomic(self.dir / "cell.json", self.record)
@@ -174,6 +175,8 @@ def reusable(path: Path, digest: str) -> dict[str, Any] | None:
         return None
     if old.get("cell_digest") != digest or old.get("error") is not None:
         return None
+    if (old.get("install_check") or {}).get("redo"):  # its env was not what the index installs (interrupted redo)
+        return None
     return old
 
 
@@ -211,19 +214,6 @@ def _int_setting(name: str) -> int | None:
         raise SkewmatrixError(f"{name}={raw!r}: not a whole number") from exc
 
 
-def disk_problem(where: Path) -> str | None:
-    """A message when the disk under ``where`` has less free space than a cell needs."""
-    need_gb = float(settings.value(settings.MIN_FREE_ENV) or DEFAULT_MIN_FREE_GB)
-    probe = where
-    while not probe.exists():
-        probe = probe.parent
-    free_gb = shutil.disk_usage(probe).free / 1024**3
-    if free_gb >= need_gb:
-        return None
-    return (f"{probe}: {free_gb:.1f} GB free, a cell env needs at least {need_gb:.1f} GB (uv cache downloads "
-            f"+ env); free some space or set {settings.MIN_FREE_ENV}")
-
-
 def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool = True,
              force: bool = False, progress: Any = print, index_problem: str | None = None,
              raw_cache: Path | None = None) -> dict[str, Any]:
@@ -240,7 +230,8 @@ def run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create
 
 
 def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, create_env: bool, force: bool,
-              progress: Any, index_problem: str | None, raw_cache: Path | None) -> dict[str, Any]:
+              progress: Any, index_problem: str | None, raw_cache: Path | None,
+              from_cache: bool = True) -> dict[str, Any]:
     run = CellRun.for_cell(cell, matrix, out_dir)
     cdir = run.dir
     opts = cell.options
@@ -282,35 +273,37 @@ def _run_cell(cell: Cell, matrix: Matrix, out_dir: Path, env_dir: Path, *, creat
         run.fail("disk", problem)
         return run.finish()
 
-    # 2. would a plain install admit the pair? Asked while step 3 runs (step seconds: the wait after it)
+    # 2-3. install (with overrides, so refused skews still install) while the index is asked whether a plain
+    # install admits the pair and, for an install from uv's cache, what it would install (matrix.cells.install)
     how = trees.recipe_of(cell, made)
     run.record["recipe"] = how.as_record()
     python = env_dir / "bin" / "python"
-
-    def install() -> Ran:  # 3. with overrides, so refused skews still install
-        if create_env:
-            ensure_env(env_dir, opts.python)
-        with ticking(say, "installing (a cold uv cache downloads torch, ~3 GB)"):
-            return recipe.apply(how, python, build_dir, opts.timeout)
-
-    # with the requested torch/transformers/trl as plain requirements (the recipe forces them as overrides)
-    res, install_s, run.record["admissible"], asked_s, waited_s = recipe.while_asking(
-        how, build_dir, stacks.requirement_lines(opts), install)
-    run.step("admissibility", waited_s, run.record["admissible"]["value"] is not None, ran_s=round(asked_s, 3),
-             beside="install")
-    (cdir / "install.log").write_text(res.stdout + res.stderr, encoding="utf-8")
-    run.step("install", install_s, res.ok, returncode=res.returncode)
-    if not res.ok:
-        message = f"uv pip install failed (exit {res.returncode}):\n{res.stderr.strip()[-3000:]}"
-        if index_problem:  # say first what the user must fix
-            run.fail("index", f"the package index is unreachable: {index_problem}\n{message}", res.tail())
-        else:
-            run.fail("build", message, res.tail())
-        return run.finish()
-    say(f"installed in {install_s:.1f} s")
-
-    return record_and_probe(run, env_dir, python, say, raw_cache=raw_cache,
-                            trees={role: m.tree for role, m in made.items() if m.tree is not None})
+    cached = install.prepare(env_dir, opts.python, create_env, how, from_cache)
+    with install.asking(how, build_dir, stacks.requirement_lines(opts), python, cached) as asked:
+        run.before_finish.append(lambda: asked.read(run.record, run.step))
+        res, install_s = install.install(how, env_dir, opts.python, build_dir, opts.timeout, say, asked, cached,
+                                         cdir / "install.log")
+        run.step("install", install_s, res.ok, returncode=res.returncode, from_cache=asked.from_cache)
+        if not res.ok:
+            message = f"uv pip install failed (exit {res.returncode}):\n{res.stderr.strip()[-3000:]}"
+            if index_problem:  # say first what the user must fix
+                run.fail("index", f"the package index is unreachable: {index_problem}\n{message}", res.tail())
+            else:
+                run.fail("build", message, res.tail())
+            return run.finish()
+        say(f"installed in {install_s:.1f} s" + (" (from uv's cache)" if asked.from_cache else ""))
+        record = record_and_probe(run, env_dir, python, say, raw_cache=raw_cache,
+                                  trees={role: m.tree for role, m in made.items() if m.tree is not None})
+    if not record.get("install_check", {}).get("redo"):
+        return record
+    # the index disagrees with uv's cache (or did not answer): the cell again, from the index, in a fresh env
+    say(f"redoing the cell from the index in a fresh env: {record['install_check']['message']}")
+    install.fresh_env(env_dir, opts.python)
+    again = _run_cell(cell, matrix, out_dir, env_dir, create_env=create_env, force=True, progress=progress,
+                      index_problem=index_problem, raw_cache=raw_cache, from_cache=False)
+    again.setdefault("install_check", {})["before_redo"] = record["install_check"]
+    write_json_atomic(cdir / "cell.json", again)
+    return again
 
 
 def record_and_probe(run: CellRun, env_dir: Path, python: Path, say: Any,

@@ -1,7 +1,7 @@
 """Where a cell's time went, read from its cell JSON: the harness's steps, the probe phases, each check's cost.
 
-A cell's wall time is a sequence: materialise, admissibility, install, record, probes (the admissibility
-question runs beside the install; its step counts only the wait after the install ended). The probes are a
+A cell's wall time is a sequence: materialise, install, record, probes, admissibility (the admissibility
+question runs beside the install and the probes; its step counts only the wait after them). The probes are a
 sequence too: ``import torch``, then the phase processes, which run at once when forked (``raw``,
 ``unsloth``, ``cpu-backend``, and the static detectors in the probes' own process meanwhile; in probe JSON
 from before ``static_in_phases`` they ran first): their seconds overlap, and the cell waits for the longest.

@@ -6,15 +6,20 @@ refuses the other still installs: the skew under test), the arguments a plain
 resolve judges admissibility with, an extra index for torch, whether the
 install may reach an index at all, uv's link mode, and whether hashes are
 required. Every env the harness builds is made from one: a cell's
-(:func:`for_cell`, wheels pinned by override or a source tree's own
+(``matrix.spec.trees.recipe_of``, wheels pinned by override or a source tree's own
 dependencies), pinned's ``-r FILE``, the mutation survivors', the scan's
 throwaway envs and the GPU runner's ``--target`` folders; nox's cell venv takes
 its interpreter from :func:`venv_python`.
 
 :func:`apply` runs the recipe into an env (``uv pip install``, or the
-installer the caller names for a ``--target`` folder); :func:`admissibility`
-asks ``uv pip compile`` whether a plain install (no overrides) would admit it, and :func:`while_asking` asks
-it while an install runs (the answer only feeds the record).
+installer the caller names for a ``--target`` folder), from uv's cache alone
+when asked (``from_cache``: the index behind this harness serves its pages
+uncacheable, so an online resolve refetches every page of every package).
+Two questions a cell asks ``uv pip compile`` while it installs and probes
+(their answers only feed the record): :func:`admissibility_argv`, would a
+plain install (no overrides) admit the pair, and :func:`index_pins_argv`,
+what would the index install today, which :func:`drift` compares with what
+an install from the cache put in the env.
 :meth:`Recipe.digest` is the recipe's identity (its fields, with paths of
 this run reduced to their names, and :data:`RECIPE_VERSION`): it is part of
 every cell digest, so a change to how envs are built makes stored cell
@@ -29,19 +34,19 @@ import hashlib
 import json
 import os
 import re
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from matrix.envs.tools import Ran, run_tool, uv_bin
 
 # Version of the code that turns a recipe into commands (bump it when apply() changes what it runs).
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2  # 2: a cell installs from uv's cache first, checked against the index
 DEFAULT_PYTHON = "3.11"
-T = TypeVar("T")
+QUESTION_TIMEOUT = 600  # seconds a resolve that only feeds the record may take
 FILE_URL = re.compile(r"file://(\S+)")
 
 
@@ -59,6 +64,13 @@ class Recipe:
     link_mode: str | None = None  # uv's --link-mode (None: uv's default, a hardlink from its cache)
     require_hashes: bool = False
     no_deps: bool = False
+
+    @property
+    def from_cache_ok(self) -> bool:
+        """Whether uv's cache may answer first (:func:`apply` with ``from_cache``): requirement lines (a tree's own
+        dependencies are resolved from its pyproject, always online), with their dependencies, without hashes,
+        and an install that may reach the index to check the answer."""
+        return self.admit is None and not (self.offline or self.no_deps or self.require_hashes)
 
     def digest(self) -> str:
         """sha256 of the fields and :data:`RECIPE_VERSION`; an absolute path counts by its name only (a wheel
@@ -86,11 +98,14 @@ def _portable(value: Any) -> Any:
 
 
 def install_argv(recipe: Recipe, python: Path, override_file: Path | None, *, quiet: bool = False,
-                 installer: list[str] | None = None, target: Path | None = None) -> list[str]:
+                 installer: list[str] | None = None, target: Path | None = None, from_cache: bool = False) -> list[str]:
     """The command :func:`apply` runs: ``uv pip install --python PYTHON`` (or ``installer``, e.g. a Python's
-    own ``pip install``, for a ``target`` folder), then the recipe's switches and requirements."""
+    own ``pip install``, for a ``target`` folder), then the recipe's switches and requirements; ``from_cache``:
+    uv's ``--offline``, which resolves from the index pages and wheels its cache holds."""
     argv = list(installer) if installer else [uv_bin(), "pip", "install", *(["--quiet"] if quiet else []),
                                               "--python", str(python)]
+    if from_cache and not installer:
+        argv.append("--offline")
     if recipe.no_deps:
         argv.append("--no-deps")
     if recipe.offline:
@@ -110,7 +125,8 @@ def install_argv(recipe: Recipe, python: Path, override_file: Path | None, *, qu
 
 
 def apply(recipe: Recipe, python: Path, workdir: Path, timeout: float, *, quiet: bool = False,
-          installer: list[str] | None = None, target: Path | None = None, env: dict[str, str] | None = None) -> Ran:
+          installer: list[str] | None = None, target: Path | None = None, env: dict[str, str] | None = None,
+          from_cache: bool = False) -> Ran:
     """Install ``recipe`` into ``python``'s env (or into ``target`` with ``installer``); the overrides file is
     written to ``workdir/overrides.txt``; ``env``: exactly the installer's environment (default: ours). A
     finding for the caller to judge, not an exception."""
@@ -119,14 +135,15 @@ def apply(recipe: Recipe, python: Path, workdir: Path, timeout: float, *, quiet:
         override_file = workdir / "overrides.txt"
         workdir.mkdir(parents=True, exist_ok=True)
         override_file.write_text("\n".join(recipe.overrides) + "\n", encoding="utf-8")
-    return run_tool(install_argv(recipe, python, override_file, quiet=quiet, installer=installer, target=target),
+    argv = install_argv(recipe, python, override_file, quiet=quiet, installer=installer, target=target,
+                        from_cache=from_cache)
+    return run_tool(argv,
                     timeout=timeout, exact_env=env)
 
 
-def admissibility(recipe: Recipe, workdir: Path, extra: list[str] | None = None) -> dict[str, Any]:
-    """Would a plain resolve (no overrides) admit the recipe's packages, with ``extra`` lines (the requested
-    torch/transformers/trl)? Asks ``uv pip compile``: ``value`` True, False (uv exit 1, its message kept) or
-    None (it could not decide)."""
+def admissibility_argv(recipe: Recipe, workdir: Path, extra: list[str] | None = None) -> list[str]:
+    """The ``uv pip compile`` that asks whether a plain resolve (no overrides) admits the recipe's packages,
+    with ``extra`` lines (the requested torch/transformers/trl); its lines go to ``workdir/pair.in``."""
     lines = [*(extra or [])] if recipe.admit is not None else [*recipe.requirements, *(extra or [])]
     req_file = workdir / "pair.in"
     req_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -134,32 +151,77 @@ def admissibility(recipe: Recipe, workdir: Path, extra: list[str] | None = None)
             "--quiet", "--no-header", "--output-file", str(workdir / "pair.lock")]
     if recipe.torch_index:
         argv += ["--extra-index-url", recipe.torch_index]
-    res = run_tool(argv, timeout=600)
+    return argv
+
+
+def read_admissibility(res: Ran) -> dict[str, Any]:
+    """uv's answer to :func:`admissibility_argv`: ``value`` True, False (uv exit 1, its message kept) or None
+    (it could not decide)."""
     method = "uv pip compile (no overrides)"
     if res.returncode == 0:
         return {"value": True, "method": method, "message": ""}
     if res.returncode == 1:
         return {"value": False, "method": method, "message": res.stderr.strip()[-2000:]}
-    return {"value": None, "method": method,
-            "message": f"could not decide (uv exit {res.returncode}): {res.stderr.strip()[-1000:]}"}
+    what = "timed out" if res.returncode is None else f"uv exit {res.returncode}"
+    return {"value": None, "method": method, "message": f"could not decide ({what}): {res.stderr.strip()[-1000:]}"}
 
 
-def while_asking(recipe: Recipe, workdir: Path, extra: list[str] | None,
-                 work: Callable[[], T]) -> tuple[T, float, dict[str, Any], float, float]:
-    """``work()`` (the install: two uv processes share one cache) while :func:`admissibility` is asked in a
-    thread: ``(work's result, its seconds, the answer, the seconds the question took, the seconds waited for
-    the answer after work ended)``. An exception in either is raised here, once both have ended."""
-    def asked() -> tuple[dict[str, Any], float]:
-        start = time.perf_counter()
-        return admissibility(recipe, workdir, extra), time.perf_counter() - start
+def admissibility(recipe: Recipe, workdir: Path, extra: list[str] | None = None) -> dict[str, Any]:
+    """Would a plain resolve admit the recipe's packages (:func:`admissibility_argv`, :func:`read_admissibility`)?"""
+    return read_admissibility(run_tool(admissibility_argv(recipe, workdir, extra), timeout=QUESTION_TIMEOUT))
 
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        asking = beside.submit(asked)
-        start = time.perf_counter()
-        done = work()
-        work_s = time.perf_counter() - start
-        answer, asked_s = asking.result()
-    return done, work_s, answer, asked_s, time.perf_counter() - start - work_s
+
+def index_pins_argv(recipe: Recipe, python: Path, workdir: Path) -> list[str]:
+    """The ``uv pip compile`` that asks the index what :func:`apply` would install into ``python``'s empty env
+    today: the same requirement lines and overrides, that interpreter's markers, the lock in
+    ``workdir/index.lock``. Checks an install from uv's cache (:func:`drift`)."""
+    (workdir / "index.in").write_text("\n".join(recipe.requirements) + "\n", encoding="utf-8")
+    argv = [uv_bin(), "pip", "compile", str(workdir / "index.in"), "--python", str(python), "--quiet",
+            "--no-header", "--no-annotate", "--output-file", str(workdir / "index.lock")]
+    if recipe.overrides:
+        (workdir / "overrides.txt").write_text("\n".join(recipe.overrides) + "\n", encoding="utf-8")
+        argv += ["--overrides", str(workdir / "overrides.txt")]
+    if recipe.torch_index:
+        argv += ["--extra-index-url", recipe.torch_index]
+    return argv
+
+
+def read_pins(text: str) -> dict[str, str | None]:
+    """A lock's pins by normalized name: ``name==version`` gives the version, ``name @ URL`` None (a direct
+    reference: its name is all a lock says of it). Comments and option lines are not pins."""
+    pins: dict[str, str | None] = {}
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip().rstrip("\\").strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[canonicalize_name(name.split("[", 1)[0].strip())] = version.split(";", 1)[0].strip()
+        elif " @ " in line:
+            pins[canonicalize_name(line.split(" @ ", 1)[0].split("[", 1)[0].strip())] = None
+    return pins
+
+
+def drift(pins: dict[str, str | None], installed: list[dict[str, Any]]) -> list[str]:
+    """How an env (``installed``: names and versions) differs from what the index resolves (``pins``), one line
+    per package; empty when the env holds exactly the index's set."""
+    have = {canonicalize_name(d["name"]): str(d.get("version")) for d in installed}
+    lines = []
+    for name in sorted(set(have) | set(pins)):
+        if name not in have:
+            lines.append(f"{name}: the index resolves {pins[name] or 'a direct reference'}, the env has none")
+        elif name not in pins:
+            lines.append(f"{name} {have[name]}: in the env, not in what the index resolves")
+        elif pins[name] is not None and not _same_version(pins[name] or "", have[name]):
+            lines.append(f"{name}: the env has {have[name]}, the index resolves {pins[name]}")
+    return lines
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
 
 
 def venv_python(options: Any) -> str:

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +93,49 @@ def run_tool(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | 
         return Ran(argv, 127, "", f"{argv[0]}: not found ({exc})")
     # Tool output ends up in cell JSON and reports: never let an index credential through.
     return Ran(argv, proc.returncode, redact_text(proc.stdout), redact_text(proc.stderr))
+
+
+class Started:
+    """A tool of ours started now and read later (:func:`start_tool`): a question whose answer only feeds the
+    record, asked while other work runs. Its output goes to files, so no thread reads it; it shares our process
+    group, so an interrupt that reaches us reaches it too."""
+
+    def __init__(self, argv: list[str], logs: Path, name: str, timeout: float) -> None:
+        self.argv = argv
+        self.timeout = timeout
+        self.started = time.perf_counter()
+        self.out, self.err = logs / f"{name}.stdout", logs / f"{name}.stderr"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.failed: Ran | None = None
+        try:
+            with self.out.open("wb") as out, self.err.open("wb") as err:
+                self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            self.failed = Ran(argv, 127, "", f"{argv[0]}: cannot start ({exc})")
+
+    def wait(self) -> Ran:
+        """How it ended (waiting at most what is left of its timeout; then it is killed and counts as timed
+        out), with its output, credentials redacted."""
+        if self.failed is not None or self.proc is None:
+            return self.failed or Ran(self.argv, 127)
+        left = max(0.0, self.timeout - (time.perf_counter() - self.started))
+        try:
+            code: int | None = self.proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = None
+        read = lambda p: redact_text(p.read_text(encoding="utf-8", errors="replace"))  # noqa: E731
+        return Ran(self.argv, code, read(self.out), read(self.err)
+                   + ("" if code is not None else f"\n{self.argv[0]}: timed out after {self.timeout} s"))
+
+    def kill(self) -> None:
+        """Stop it when its answer is no longer wanted (a no-op once it has ended)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_tool(argv: list[str], logs: Path, name: str, timeout: float) -> Started:
+    """Start a tool of ours with our environment; its output goes to ``logs/NAME.stdout`` and ``.stderr``."""
+    return Started(argv, logs, name, timeout)

@@ -105,7 +105,39 @@ def test_no_env_is_built_outside_the_recipe() -> None:
         if "backports" not in path.parts and re.search(r'"pip", "install"|"--overrides"', text):
             spelled.add(path.relative_to(ROOT).as_posix())
     assert spelled == {"matrix/envs/recipe.py", "matrix/gpu/interpreter.py"}
-    for rel in ("matrix/cells/cell.py", "matrix/cli/pinned.py", "matrix/mutation/survivors.py",
+    for rel in ("matrix/cells/install.py", "matrix/cli/pinned.py", "matrix/mutation/survivors.py",
                 "matrix/gpu/interpreter.py", "matrix/envs/envrun.py"):
         assert re.search(r"\bapply\(", (ROOT / rel).read_text(encoding="utf-8")), rel
     assert "recipe.venv_python(" in (ROOT / "noxfile.py").read_text(encoding="utf-8")
+
+
+def test_a_lock_reads_as_pins_by_normalized_name() -> None:
+    lock = "\n".join(["# a comment", "--extra-index-url https://example.invalid/simple", "",
+                      "Unsloth_Zoo==2026.9.3", "torch==2.9.1+cpu ; sys_platform == 'linux'",
+                      "transformers[torch]==4.52.4", "unsloth @ file:///tmp/x/unsloth-2026.10.9-py3-none-any.whl",
+                      "trl==0.18.2    # via unsloth"])
+    assert recipe.read_pins(lock) == {"unsloth-zoo": "2026.9.3", "torch": "2.9.1+cpu", "transformers": "4.52.4",
+                                      "unsloth": None, "trl": "0.18.2"}
+
+
+def test_drift_names_each_package_the_env_holds_otherwise_than_the_index() -> None:
+    env = [{"name": "unsloth_zoo", "version": "2026.9.3"}, {"name": "torch", "version": "2.9.1"},
+           {"name": "unsloth", "version": "2026.10.9"}, {"name": "six", "version": "1.16.0"}]
+    same = {"unsloth-zoo": "2026.9.3", "torch": "2.9.1", "unsloth": None, "six": "1.16"}  # 1.16 == 1.16.0
+    assert recipe.drift(same, env) == []
+    moved = {"unsloth-zoo": "2026.9.4", "torch": "2.9.1", "unsloth": None, "trl": "0.18.2"}
+    assert recipe.drift(moved, env) == ["six 1.16.0: in the env, not in what the index resolves",
+                                        "trl: the index resolves 0.18.2, the env has none",
+                                        "unsloth-zoo: the env has 2026.9.3, the index resolves 2026.9.4"]
+
+
+def test_an_install_from_the_cache_is_uvs_offline_mode_and_the_pins_question_carries_the_overrides(
+        tmp_path: Path) -> None:
+    how = Recipe(requirements=("unsloth==2026.10.9",), overrides=("unsloth==2026.10.9", "torch==2.9.1"))
+    python = tmp_path / "env" / "bin" / "python"
+    assert "--offline" in recipe.install_argv(how, python, None, from_cache=True)
+    assert "--offline" not in recipe.install_argv(how, python, None)
+    argv = recipe.index_pins_argv(how, python, tmp_path)
+    assert argv[argv.index("--python") + 1] == str(python) and "--offline" not in argv
+    assert (tmp_path / "overrides.txt").read_text().splitlines() == ["unsloth==2026.10.9", "torch==2.9.1"]
+    assert (tmp_path / "index.in").read_text().splitlines() == ["unsloth==2026.10.9"]

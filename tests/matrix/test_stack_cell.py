@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from matrix import spec
 from matrix.cells import cell as cell_mod
+from matrix.cells import install as install_mod
 from matrix.cells.cell import CellRun
 from matrix.envs import envrun, recipe
 from matrix.envs.tools import Ran
@@ -39,9 +39,28 @@ def schema_problems(record: dict[str, Any]) -> list[str]:
     return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(record)]
 
 
+class Asked:
+    """A question started by the cell (``matrix.envs.tools.start_tool``), answered at once: uv exit ``code``; an
+    index-pins question writes the lock ``pins`` (by default what INSTALLED holds)."""
+
+    def __init__(self, argv: list[str], code: int = 0, pins: list[str] | None = None) -> None:
+        self.argv, self.code, self.started, self.killed = argv, code, 0.0, False
+        lock = Path(argv[argv.index("--output-file") + 1]) if "--output-file" in argv else None
+        if code == 0 and lock is not None and lock.name == "index.lock":
+            lines = pins if pins is not None else [f"{d['name']}=={d['version']}" for d in INSTALLED]
+            lock.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def wait(self) -> Ran:
+        return Ran(self.argv, self.code, "", "" if self.code == 0 else "no answer")
+
+    def kill(self) -> None:
+        self.killed = True
+
+
 @pytest.fixture
 def fake_tools(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """uv and the probe process replaced: uv calls are recorded and succeed, the probes exit 1."""
+    """uv and the probe process replaced: uv calls are recorded and succeed (a question started beside the
+    install too, answered by :class:`Asked`), the probes exit 1."""
     calls: list[list[str]] = []
 
     def run_tool(argv: list[str], **_: Any) -> Ran:
@@ -58,6 +77,7 @@ def fake_tools(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     for module in (recipe, envrun):  # the admissibility question and the install (recipe), the env (envrun)
         monkeypatch.setattr(module, "uv_bin", lambda: "uv")
         monkeypatch.setattr(module, "run_tool", run_tool)
+    monkeypatch.setattr(install_mod, "start_tool", lambda argv, *a, **k: calls.append(argv) or Asked(argv))
     monkeypatch.setattr(cell_mod, "disk_problem", lambda where: None)
     monkeypatch.setattr(cell_mod, "installed", lambda env_dir: [dict(d) for d in INSTALLED])
     monkeypatch.setattr(envrun.subprocess, "run", probes)
@@ -142,31 +162,114 @@ def test_reused_result_gains_its_stack_entry(tmp_path: Path) -> None:
     assert cell_mod.restack(got, run, path) is got and not path.exists()  # unchanged: not rewritten
 
 
-def test_the_admissibility_question_is_asked_while_the_install_runs(tmp_path: Path, fake_tools: list,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plain resolve only feeds the record, so it overlaps the install: here the resolve finishes only once
-    the install has started, and the install only once the resolve has started. One after the other, the first
-    would wait out its timeout and the record would say so."""
-    started = {"compile": threading.Event(), "install": threading.Event()}
-    seen: dict[str, bool] = {}
+def installs(calls: list[list[str]]) -> list[list[str]]:
+    return [a for a in calls if a[1:3] == ["pip", "install"]]
+
+
+def one(tmp_path: Path) -> tuple[spec.Matrix, spec.Cell]:
+    m = matrix(tmp_path)
+    (c,) = m.cells
+    return m, c
+
+
+def test_an_empty_env_installs_from_uvs_cache_and_the_index_confirms_it(tmp_path: Path, fake_tools: list) -> None:
+    m, c = one(tmp_path)
+    record = cell_mod.run_cell(c, m, tmp_path / "out", tmp_path / "env", create_env=False, progress=lambda _: None)
+    (only,) = installs(fake_tools)
+    assert "--offline" in only
+    # the index is asked what the same install would give in this env: same lines, same overrides, its python
+    pins = next(a for a in fake_tools if a[1:3] == ["pip", "compile"] and "--overrides" in a)
+    build = tmp_path / "out" / "cells" / c.id / "build"
+    assert pins[pins.index("--python") + 1] == str(tmp_path / "env" / "bin" / "python")
+    assert (build / "index.in").read_text().splitlines() == ["unsloth==2026.10.9", "unsloth-zoo==2026.9.3"]
+    assert record["install_check"] == {"from_cache": True, "matches_index": True, "drift": [], "redo": False,
+                                       "message": "the env holds what the index resolves today"}
+    steps = {s["name"]: s for s in record["steps"]}
+    assert steps["install"]["from_cache"] is True and steps["admissibility"]["beside"] == "install and probes"
+    assert record["admissible"]["value"] is True
+    assert schema_problems(record) == []
+
+
+@pytest.mark.parametrize(("pins", "code", "says"), [
+    ([f"{d['name']}=={d['version']}" for d in INSTALLED if d["name"] != "trl"] + ["trl==0.19.0"], 0,
+     "trl: the env has 0.18.2, the index resolves 0.19.0"),
+    ([f"{d['name']}=={d['version']}" for d in INSTALLED] + ["accelerate==1.2.0"], 0,
+     "accelerate: the index resolves 1.2.0, the env has none"),
+    ([f"{d['name']}=={d['version']}" for d in INSTALLED if d["name"] != "torch"], 0,
+     "torch 2.12.1: in the env, not in what the index resolves"),
+    (None, 2, "the index did not answer (uv exit 2)"),
+])
+def test_a_cache_the_index_disagrees_with_is_redone_from_the_index_in_a_fresh_env(
+        tmp_path: Path, fake_tools: list, monkeypatch: pytest.MonkeyPatch, pins: list[str] | None, code: int,
+        says: str) -> None:
+    monkeypatch.setattr(install_mod, "start_tool",
+                        lambda argv, *a, **k: fake_tools.append(argv) or Asked(argv, code if "--python" in argv
+                                                                                 else 0, pins))
+    m, c = one(tmp_path)
+    record = cell_mod.run_cell(c, m, tmp_path / "out", tmp_path / "env", create_env=False, progress=lambda _: None)
+    first, second = installs(fake_tools)
+    assert "--offline" in first and "--offline" not in second
+    assert any(a[1] == "venv" and a[-1] == str(tmp_path / "env") for a in fake_tools)  # a fresh env for the redo
+    check = record["install_check"]
+    assert check["from_cache"] is False and check["redo"] is False  # the redo installed from the index
+    before = check["before_redo"]
+    assert before["redo"] is True and before["from_cache"] is True
+    assert says in before["drift"] or before["message"].startswith(says)
+    assert json.loads((tmp_path / "out" / "cells" / c.id / "cell.json").read_text())["install_check"] == check
+    assert schema_problems(record) == []
+
+
+def test_a_cache_that_cannot_answer_falls_back_to_the_index_and_drops_the_pins_question(
+        tmp_path: Path, fake_tools: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[Asked] = []
 
     def run_tool(argv: list[str], **_: Any) -> Ran:
         fake_tools.append(argv)
-        if argv[1:3] in (["pip", "compile"], ["pip", "install"]):
-            mine, other = argv[2], "install" if argv[2] == "compile" else "compile"
-            started[mine].set()
-            seen[mine] = started[other].wait(timeout=5)
-            return Ran(argv, 1 if mine == "install" else 0, "", "boom" if mine == "install" else "")
-        return Ran(argv, 0, "", "")
+        return Ran(argv, 2 if "--offline" in argv else 0, "", "cache miss" if "--offline" in argv else "")
 
     monkeypatch.setattr(recipe, "run_tool", run_tool)
-    m = matrix(tmp_path)
-    (c,) = m.cells
+    monkeypatch.setattr(install_mod, "start_tool", lambda argv, *a, **k: asked.append(Asked(argv)) or asked[-1])
+    m, c = one(tmp_path)
     record = cell_mod.run_cell(c, m, tmp_path / "out", tmp_path / "env", create_env=False, progress=lambda _: None)
-    assert seen == {"compile": True, "install": True}
-    # the install failed, and the answer to the question is still recorded beside it
+    first, second = installs(fake_tools)
+    assert "--offline" in first and "--offline" not in second
+    assert [q.killed for q in asked if "--python" in q.argv] == [True]
+    assert record["install_check"]["from_cache"] is False and "before_redo" not in record["install_check"]
+    log = (tmp_path / "out" / "cells" / c.id / "install.log").read_text()
+    assert "from uv's cache (exit 2)" in log and "from the index (exit 0)" in log
+
+
+def test_an_env_that_holds_packages_or_a_tree_recipe_installs_from_the_index(tmp_path: Path,
+                                                                             fake_tools: list) -> None:
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "six-1.16.0.dist-info"
+    site.mkdir(parents=True)
+    m, c = one(tmp_path)
+    record = cell_mod.run_cell(c, m, tmp_path / "out", tmp_path / "env", create_env=False, progress=lambda _: None)
+    (only,) = installs(fake_tools)
+    assert "--offline" not in only and record["install_check"]["from_cache"] is False
+    assert not any("--overrides" in a for a in fake_tools if a[1:3] == ["pip", "compile"])  # no pins question
+    assert not recipe.Recipe(requirements=("-r", "pyproject.toml"), admit=("pyproject.toml",)).from_cache_ok
+    assert not recipe.Recipe(requirements=("x==1",), no_deps=True).from_cache_ok
+    assert recipe.Recipe(requirements=("x==1",)).from_cache_ok
+
+
+def test_the_admissibility_answer_is_recorded_when_the_install_fails(tmp_path: Path, fake_tools: list,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    def run_tool(argv: list[str], **_: Any) -> Ran:
+        fake_tools.append(argv)
+        return Ran(argv, 1 if argv[1:3] == ["pip", "install"] else 0, "", "boom")
+
+    monkeypatch.setattr(recipe, "run_tool", run_tool)
+    m, c = one(tmp_path)
+    record = cell_mod.run_cell(c, m, tmp_path / "out", tmp_path / "env", create_env=False, progress=lambda _: None)
     assert record["error"]["kind"] == "build" and record["admissible"]["value"] is True
-    steps = {s["name"]: s for s in record["steps"]}
-    assert steps["admissibility"]["beside"] == "install" and steps["admissibility"]["ran_s"] >= 0
-    assert [s["name"] for s in record["steps"]][-2:] == ["admissibility", "install"]
+    assert [s["name"] for s in record["steps"]][-2:] == ["install", "admissibility"]
     assert schema_problems(record) == []
+
+
+def test_a_stored_result_that_asks_for_a_redo_is_not_reused(tmp_path: Path) -> None:
+    path = tmp_path / "cell.json"
+    path.write_text(json.dumps({"cell_digest": "d", "error": None, "install_check": {"redo": True}}))
+    assert cell_mod.reusable(path, "d") is None
+    path.write_text(json.dumps({"cell_digest": "d", "error": None, "install_check": {"redo": False}}))
+    assert cell_mod.reusable(path, "d") is not None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +59,27 @@ def test_uv_bin_is_looked_up_once_under_a_lock(monkeypatch: pytest.MonkeyPatch) 
         tools._uv_bin.cache_clear()
     assert got == ["/opt/uv/bin/uv"] * 4
     assert (most[0], calls[0]) == (1, 1)
+
+
+def test_a_started_tool_is_read_later_and_a_late_one_is_killed(tmp_path: Path) -> None:
+    done = tools.start_tool([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"],
+                            tmp_path, "quick", timeout=60)
+    res = done.wait()
+    assert res.ok and res.stdout.strip() == "out" and res.stderr.strip() == "err"
+    late = tools.start_tool([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, "late", timeout=0.5)
+    res = late.wait()
+    assert res.timed_out and "timed out after 0.5 s" in res.stderr and late.proc.poll() is not None
+
+
+def test_questions_still_running_are_stopped_when_the_cell_is_left(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupt (or any error) inside the cell leaves no question running behind it."""
+    from matrix.cells import install
+    from matrix.envs.recipe import Recipe
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(install.recipe, "admissibility_argv", lambda *a: sleeper)
+    monkeypatch.setattr(install.recipe, "index_pins_argv", lambda *a: sleeper)
+    with pytest.raises(KeyboardInterrupt), install.asking(Recipe(), tmp_path, [], Path("python"), True) as asked:
+        raise KeyboardInterrupt
+    assert asked.admit.proc.poll() is not None and asked.pins.proc.poll() is not None
