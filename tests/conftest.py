@@ -47,6 +47,7 @@ LONGEST_FIRST = (  # seconds on one worker in the last fresh-clone `.ci/run` on 
     "tests/integration/test_stay_put.py",  # 8 (24 on a busy host): two tiny uv venvs, one with torch; one pinned probe
     "tests/integration/test_pair_calls_wheels.py",  # 14: thirteen wheels read (downloaded once, cached), no env
     "tests/integration/test_install.py",  # 10: a venv, the harness installed from a copy of the clone
+    "tests/integration/test_cache_install.py",  # 5: three tiny envs, a private uv cache
     "tests/probes/test_static_releases.py",
     "tests/test_workflow.py",
 )

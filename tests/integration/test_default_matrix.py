@@ -161,6 +161,11 @@ def test_evidence_recorded(default_run) -> None:
     # probes ran in the cell's own working directory: unsloth's generated code stays there
     assert (out / "cells" / f"{U}__{Z_OLD}" / "work" / "probes.log").is_file()
     assert not (ROOT / "unsloth_compiled_cache").exists()
+    # each env holds what the index installs: from uv's cache only where the index's own answer agreed
+    for path in (out / "cells").glob("*/cell.json"):
+        check = json.loads(path.read_text())["install_check"]
+        assert check["redo"] is False and check.get("before_redo") is None, (path, check)
+        assert check["matches_index"] is (True if check["from_cache"] else None), (path, check)
 
 
 def test_second_check_runtime_on_the_newest_zoo(default_run) -> None:
