@@ -112,7 +112,7 @@ class Questions:
                     "message": f"the index did not answer ({why}): {res.stderr.strip()[-1000:]}"}
         try:
             pins = recipe.read_pins((self.workdir / "index.lock").read_text(encoding="utf-8"))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             return {"from_cache": True, "matches_index": None, "drift": [], "redo": True,
                     "message": f"the index's answer is unreadable: {exc}"}
         moved = recipe.drift(pins, installed) if installed else ["nothing recorded as installed"]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -188,17 +189,22 @@ def index_pins_argv(recipe: Recipe, python: Path, workdir: Path) -> list[str]:
 
 def read_pins(text: str) -> dict[str, str | None]:
     """A lock's pins by normalized name: ``name==version`` gives the version, ``name @ URL`` None (a direct
-    reference: its name is all a lock says of it). Comments and option lines are not pins."""
+    reference: its name is all a lock says of it). Comments and option lines are not pins; every other line
+    is read as a requirement (``packaging``) and must be one of those two: anything else is a ``ValueError``
+    naming the line (a lock that cannot be read is no answer)."""
     pins: dict[str, str | None] = {}
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip().rstrip("\\").strip()
         if not line or line.startswith(("#", "-")):
             continue
-        if "==" in line:
-            name, version = line.split("==", 1)
-            pins[canonicalize_name(name.split("[", 1)[0].strip())] = version.split(";", 1)[0].strip()
-        elif " @ " in line:
-            pins[canonicalize_name(line.split(" @ ", 1)[0].split("[", 1)[0].strip())] = None
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise ValueError(f"line {number} is not a requirement: {line!r} ({exc})") from exc
+        exact = [spec.version for spec in req.specifier if spec.operator == "=="]
+        if not req.url and len(exact) != 1:
+            raise ValueError(f"line {number} pins no single version: {line!r}")
+        pins[canonicalize_name(req.name)] = None if req.url else exact[0]
     return pins
 
 

@@ -120,6 +120,12 @@ def test_a_lock_reads_as_pins_by_normalized_name() -> None:
                                       "unsloth": None, "trl": "0.18.2"}
 
 
+@pytest.mark.parametrize("line", ["torch>=2.0", "not a requirement ==", "torch==2.9.1,==2.9.2"])
+def test_a_lock_line_that_pins_nothing_is_no_answer(line: str) -> None:
+    with pytest.raises(ValueError, match="line 2"):
+        recipe.read_pins(f"unsloth==2026.10.9\n{line}\n")
+
+
 def test_drift_names_each_package_the_env_holds_otherwise_than_the_index() -> None:
     env = [{"name": "unsloth_zoo", "version": "2026.9.3"}, {"name": "torch", "version": "2.9.1"},
            {"name": "unsloth", "version": "2026.10.9"}, {"name": "six", "version": "1.16.0"}]

@@ -198,6 +198,8 @@ def test_an_empty_env_installs_from_uvs_cache_and_the_index_confirms_it(tmp_path
     ([f"{d['name']}=={d['version']}" for d in INSTALLED if d["name"] != "torch"], 0,
      "torch 2.12.1: in the env, not in what the index resolves"),
     (None, 2, "the index did not answer (uv exit 2)"),
+    ([f"{d['name']}=={d['version']}" for d in INSTALLED] + ["accelerate>=1.2"], 0,
+     "the index's answer is unreadable: line 6 pins no single version"),
 ])
 def test_a_cache_the_index_disagrees_with_is_redone_from_the_index_in_a_fresh_env(
         tmp_path: Path, fake_tools: list, monkeypatch: pytest.MonkeyPatch, pins: list[str] | None, code: int,
