@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,21 +188,48 @@ def index_pins_argv(recipe: Recipe, python: Path, workdir: Path) -> list[str]:
     return argv
 
 
-def read_pins(text: str) -> dict[str, str | None]:
-    """A lock's pins by normalized name: ``name==version`` gives the version, ``name @ URL`` None (a direct
-    reference: its name is all a lock says of it). Comments and option lines are not pins; every other line
-    is read as a requirement (``packaging``) and must be one of those two: anything else is a ``ValueError``
-    naming the line (a lock that cannot be read is no answer)."""
-    pins: dict[str, str | None] = {}
+def compiled_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The requirement lines of ``uv pip compile`` output with their line numbers (from 1): blank lines,
+    comments (a line's own, or a trailing ``  # via ...``) and option lines (``--index-url``) aside."""
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip().rstrip("\\").strip()
-        if not line or line.startswith(("#", "-")):
+        if line and not line.startswith(("#", "-")):
+            yield number, line
+
+
+def exact_versions(req: Requirement) -> list[str]:
+    """The versions ``req`` pins with ``==``."""
+    return [spec.version for spec in req.specifier if spec.operator == "=="]
+
+
+def compiled_versions(text: str) -> dict[str, str]:
+    """``{canonical name: version}`` of each line of ``uv pip compile`` output that pins a version
+    (``name==version``); any other line is passed over. For a resolution that is asked about a few packages;
+    an env checked against a lock reads it with :func:`read_pins`, which passes over nothing."""
+    out: dict[str, str] = {}
+    for _, line in compiled_lines(text):
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
             continue
+        exact = exact_versions(req)
+        if exact:
+            out[canonicalize_name(req.name)] = exact[0]
+    return out
+
+
+def read_pins(text: str) -> dict[str, str | None]:
+    """A lock's pins by normalized name: ``name==version`` gives the version, ``name @ URL`` None (a direct
+    reference: its name is all a lock says of it). Every line of :func:`compiled_lines` is read as a
+    requirement (``packaging``) and must be one of those two: anything else is a ``ValueError`` naming the
+    line (a lock that cannot be read is no answer)."""
+    pins: dict[str, str | None] = {}
+    for number, line in compiled_lines(text):
         try:
             req = Requirement(line)
         except InvalidRequirement as exc:
             raise ValueError(f"line {number} is not a requirement: {line!r} ({exc})") from exc
-        exact = [spec.version for spec in req.specifier if spec.operator == "=="]
+        exact = exact_versions(req)
         if not req.url and len(exact) != 1:
             raise ValueError(f"line {number} pins no single version: {line!r}")
         pins[canonicalize_name(req.name)] = None if req.url else exact[0]

@@ -21,7 +21,6 @@ transformers/TRL a requirement admits (the release gate's two stacks).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from matrix.envs import recipe
 from matrix.spec import inputs
 from matrix.spec.tables import check_keys, name_problem
 
@@ -124,19 +124,6 @@ def parse(raw: Any, problems: list[str]) -> list[Stack]:
 
 # ---------------------------------------------------------------- what a requirement admits (the release gate)
 
-PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")
-
-
-def pinned_versions(lock: str) -> dict[str, str]:
-    """``{canonical name: version}`` from ``uv pip compile`` output (``name==version`` lines)."""
-    out = {}
-    for line in lock.splitlines():
-        m = PIN_RE.match(line.strip())
-        if m:
-            out[canonicalize_name(m.group(1))] = m.group(2)
-    return out
-
-
 Runner = Callable[[list[str]], Any]  # argv -> a result with .returncode, .stdout, .stderr (matrix.envs.tools.Ran)
 
 
@@ -159,7 +146,7 @@ def admitted(requirement: str, python: str, workdir: Path, runner: Runner,
             why = (res.stderr or res.stdout or "").strip().splitlines()
             return [], (f"no trainer stacks: uv pip compile ({label}) exited {res.returncode}: "
                         f"{why[-1] if why else 'no output'}")
-        pins = pinned_versions(res.stdout)
+        pins = recipe.compiled_versions(res.stdout)
         absent = [p for p in TRAINER_PACKAGES if p not in pins]
         if absent:
             return [], f"no trainer stacks: uv pip compile ({label}) resolved no {', '.join(absent)}"

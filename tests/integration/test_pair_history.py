@@ -150,6 +150,7 @@ def test_a_rerun_builds_nothing_and_every_env_was_deleted(confirmed: dict) -> No
 def test_the_plain_install_answer_is_uvs_resolution_not_the_newest_zoo_above_the_floor(tmp_path: Path) -> None:
     from uv import find_uv_bin
 
+    from matrix.envs import recipe
     from matrix.scan.history import plain_install
 
     proc = subprocess.run([sys.executable, "-m", "matrix", "history", "--unsloth", "==2025.8.5", "--zoo",
@@ -161,7 +162,7 @@ def test_the_plain_install_answer_is_uvs_resolution_not_the_newest_zoo_above_the
     uv = subprocess.run([os.fsdecode(find_uv_bin()), "pip", "compile", "-", "--python-version", "3.11",
                          "--python-platform", plain_install.PLATFORM, "--no-header", "--no-annotate", "--quiet"],
                         input="unsloth==2025.8.5\n", capture_output=True, text=True, timeout=600, check=True)
-    resolved = plain_install.pins(uv.stdout)["unsloth-zoo"]
+    resolved = recipe.compiled_versions(uv.stdout)["unsloth-zoo"]
     assert row["plain_install"]["resolved_by"] == "uv" and row["plain_install"]["zoo"] == resolved
     assert Version(resolved) < Version("2026.10.9") and row["plain_pick"] == doc["newest_zoo"] != resolved
     plain = next(p for p in doc["plain_pairs"] if p["zoo"] == resolved)  # outside the zoo window: judged alone

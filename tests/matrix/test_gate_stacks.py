@@ -6,6 +6,7 @@ from pathlib import Path
 
 from matrix import spec
 from matrix.cli import release_gate as gate
+from matrix.envs import recipe
 from matrix.envs.tools import Ran
 from matrix.spec import stacks
 
@@ -36,8 +37,8 @@ class FakeUv:
         return Ran(argv, self.rc, "" if self.rc else LOCK.format(tf=tf, trl=trl), self.stderr)
 
 
-def test_pinned_versions_reads_compile_output() -> None:
-    got = stacks.pinned_versions(LOCK.format(tf="4.52.4", trl="0.18.2") + "# comment==1\nTRL_x==2\n")
+def test_compiled_versions_reads_compile_output() -> None:
+    got = recipe.compiled_versions(LOCK.format(tf="4.52.4", trl="0.18.2") + "# comment==1\nTRL_x==2\n")
     assert got["transformers"] == "4.52.4" and got["trl"] == "0.18.2" and got["unsloth-zoo"] == "2026.10.9"
     assert got["trl-x"] == "2" and "comment" not in got
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from matrix.envs import recipe
 from matrix.scan.history import grid, plain_install
 from matrix.scan.history.history_page import headline, heatmap, markdown, plain_rows, runs
 from probes.checks.pair_compat.pairs import TARGET
@@ -70,7 +71,7 @@ def test_without_uv_the_answer_is_floor_only_and_never_cached(tmp_path: Path) ->
 
 def test_the_pins_and_the_message_of_uv_pip_compile() -> None:
     out = "torch==2.15.0\n    # via unsloth-zoo\nunsloth-zoo==2026.3.6\ntrl==0.24.0 ; python_version >= '3.9'\n"
-    assert plain_install.pins(out) == {"torch": "2.15.0", "unsloth-zoo": "2026.3.6", "trl": "0.24.0"}
+    assert recipe.compiled_versions(out) == {"torch": "2.15.0", "unsloth-zoo": "2026.3.6", "trl": "0.24.0"}
     err = ("warning: something\n  × No solution found when resolving dependencies:\n"
            "  ╰─▶ Because unsloth==10 depends on trl<0.9 and trl<0.9 was yanked, we can conclude that ...\n")
     assert plain_install.uv_message(err) == ("No solution found when resolving dependencies: Because unsloth==10 "

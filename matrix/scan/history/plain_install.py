@@ -27,9 +27,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from matrix.envs import recipe
 from matrix.envs.tools import run_tool, uv_bin
 from matrix.errors import SkewmatrixError
 from matrix.scan.cache import read_json, write_atomic
@@ -57,23 +57,6 @@ def cache_file(cache: Path, project: str, version: str, state: Mapping[str, str 
     return cache / FOLDER / f"{canonicalize_name(project)}-{version}-{state_key(state)}.json"
 
 
-def pins(compiled: str) -> dict[str, str]:
-    """``{canonical name: version}`` from ``uv pip compile`` output (``name==version`` lines, comments aside)."""
-    out: dict[str, str] = {}
-    for line in compiled.splitlines():
-        text = line.split("#", 1)[0].strip()
-        if not text or text.startswith("-"):
-            continue
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        exact = [s.version for s in req.specifier if s.operator == "=="]
-        if exact:
-            out[canonicalize_name(req.name)] = exact[0]
-    return out
-
-
 def uv_message(stderr: str, limit: int = 600) -> str:
     """uv's error as one line: its tree of causes joined (the box-drawing marks stripped), warnings left out."""
     lines = [ln.strip(" ×╰─▶│├") for ln in stderr.splitlines() if ln.strip() and not ln.lstrip().startswith("warning")]
@@ -98,7 +81,7 @@ def resolve_with_uv(project: str, referred: str) -> Resolver:
         finally:
             Path(fh.name).unlink(missing_ok=True)
         if ran.returncode == 0:
-            got = pins(ran.stdout)
+            got = recipe.compiled_versions(ran.stdout)
             zoo = got.get(canonicalize_name(referred))
             return {"resolved_by": "uv", "zoo": zoo, "with": {p: got.get(p) for p in SHOWN},
                     **({} if zoo else {"na": f"n/a: {project} {version} does not require {referred}"})}
